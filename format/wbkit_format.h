@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * wbkit_format.h - the writeboost on-disk format (dm-writeboost 2.2.x).
+ *
+ * The one definition of the on-disk layout, shared by the kernel target in
+ * kmod/ and by the userspace library. Only fixed-width little-endian types;
+ * every size and offset is pinned at build time, so a layout change breaks
+ * the build rather than a user's disk. docs/FORMAT.md is the specification.
+ *
+ * Userspace must not cast buffers into these structs: it reads fields with
+ * little-endian loads at the offsets pinned below (WB_*_OFFSET).
+ */
+#ifndef WBKIT_FORMAT_H
+#define WBKIT_FORMAT_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <linux/stddef.h>
+#include <linux/build_bug.h>
+#define WB_FORMAT_CHECK(cond, msg) static_assert(cond, msg)
+#else
+#include "wbkit_types_shim.h"
+#endif
+
+/* Geometry. A sector is 512 bytes; all sector arithmetic is 64-bit. */
+#define WB_SECTOR_SHIFT		9
+#define WB_SECTOR_SIZE		(1U << WB_SECTOR_SHIFT)
+
+#define WB_SUPERBLOCK_SECTORS	2048ULL	/* sectors 0..2047, the first 1 MiB */
+#define WB_SB_RECORD_SECTOR	2047ULL
+#define WB_SB_RECORD_OFFSET	(WB_SB_RECORD_SECTOR << WB_SECTOR_SHIFT) /* 0xFFE00 */
+
+#define WB_SEGMENT_SIZE_ORDER	10	/* in sectors */
+#define WB_SEGMENT_SECTORS	(1ULL << WB_SEGMENT_SIZE_ORDER)
+#define WB_SEGMENT_SIZE		(WB_SEGMENT_SECTORS << WB_SECTOR_SHIFT)	/* 512 KiB */
+
+#define WB_BLOCK_SHIFT		12
+#define WB_BLOCK_SIZE		(1U << WB_BLOCK_SHIFT)	/* 4 KiB cache block */
+#define WB_BLOCK_SECTORS	(WB_BLOCK_SIZE >> WB_SECTOR_SHIFT)	/* 8 */
+#define WB_BLOCKS_PER_SEGMENT	127	/* block 0 of a segment is its header */
+
+#define WB_MAGIC		0x57427374U	/* "WBst", bytes 74 73 42 57 */
+
+/* CRC-32C of an empty segment (length 0, zeroed metablock area). */
+#define WB_EMPTY_SEGMENT_CHECKSUM 0x0890BE15U
+
+/* Sector 0 of the cache device. The rest of the sector is zero. */
+struct wb_superblock_header_device {
+	__le32 magic;
+} __packed;
+
+/* Sector 2047 of the cache device, byte 0. */
+struct wb_superblock_record_device {
+	__le64 last_writeback_segment_id;
+} __packed;
+
+/* 16 bytes, so a metablock never straddles two sectors. */
+struct wb_metablock_device {
+	__le64 sector;		/* backing sector of the 4 KiB block, multiple of 8 */
+	__u8 dirty_bits;	/* bit j: sector + j is dirty; 0 = clean entry */
+	__u8 padding[16 - (8 + 1)];
+} __packed;
+
+/*
+ * The first sector of a segment. Its single-sector write is assumed atomic:
+ * it carries the checksum that audits the rest of the segment. The metablock
+ * array follows at WB_METABLOCK_AREA_OFFSET within the 4 KiB header block.
+ */
+struct wb_segment_header_device {
+	__le64 id;		/* 0 = never written; ids start at 1 */
+	__le32 checksum;	/* CRC-32C of [512, 4096 * (length + 1)) */
+	__u8 length;		/* valid metablocks and data blocks, 0..127 */
+	__u8 padding[512 - (8 + 4 + 1)];
+} __packed;
+
+#define WB_SEGMENT_HEADER_SIZE		512U
+#define WB_METABLOCK_SIZE		16U
+#define WB_METABLOCK_AREA_OFFSET	WB_SEGMENT_HEADER_SIZE
+#define WB_METABLOCK_OFFSET(i)		(WB_METABLOCK_AREA_OFFSET + WB_METABLOCK_SIZE * (i))
+
+/* Field offsets the userspace readers use; pinned to the structs below. */
+#define WB_SB_MAGIC_OFFSET		0U
+#define WB_SEG_ID_OFFSET		0U
+#define WB_SEG_CHECKSUM_OFFSET		8U
+#define WB_SEG_LENGTH_OFFSET		12U
+#define WB_SEG_PADDING_OFFSET		13U
+#define WB_MB_SECTOR_OFFSET		0U
+#define WB_MB_DIRTY_BITS_OFFSET		8U
+#define WB_MB_PADDING_OFFSET		9U
+
+WB_FORMAT_CHECK(sizeof(struct wb_superblock_header_device) == 4, "superblock header size");
+WB_FORMAT_CHECK(sizeof(struct wb_superblock_record_device) == 8, "superblock record size");
+WB_FORMAT_CHECK(sizeof(struct wb_metablock_device) == WB_METABLOCK_SIZE, "metablock size");
+WB_FORMAT_CHECK(sizeof(struct wb_segment_header_device) == WB_SEGMENT_HEADER_SIZE, "segment header size");
+WB_FORMAT_CHECK(offsetof(struct wb_superblock_header_device, magic) == WB_SB_MAGIC_OFFSET, "magic offset");
+WB_FORMAT_CHECK(offsetof(struct wb_segment_header_device, id) == WB_SEG_ID_OFFSET, "segment id offset");
+WB_FORMAT_CHECK(offsetof(struct wb_segment_header_device, checksum) == WB_SEG_CHECKSUM_OFFSET, "checksum offset");
+WB_FORMAT_CHECK(offsetof(struct wb_segment_header_device, length) == WB_SEG_LENGTH_OFFSET, "length offset");
+WB_FORMAT_CHECK(offsetof(struct wb_segment_header_device, padding) == WB_SEG_PADDING_OFFSET, "header padding offset");
+WB_FORMAT_CHECK(offsetof(struct wb_metablock_device, sector) == WB_MB_SECTOR_OFFSET, "metablock sector offset");
+WB_FORMAT_CHECK(offsetof(struct wb_metablock_device, dirty_bits) == WB_MB_DIRTY_BITS_OFFSET, "dirty_bits offset");
+WB_FORMAT_CHECK(offsetof(struct wb_metablock_device, padding) == WB_MB_PADDING_OFFSET, "metablock padding offset");
+WB_FORMAT_CHECK(WB_SB_RECORD_OFFSET == 0xFFE00, "superblock record byte offset");
+WB_FORMAT_CHECK(WB_SEGMENT_SIZE == 512 * 1024, "segment size");
+WB_FORMAT_CHECK(WB_BLOCK_SIZE * (WB_BLOCKS_PER_SEGMENT + 1) == WB_SEGMENT_SIZE, "blocks per segment");
+WB_FORMAT_CHECK(WB_METABLOCK_OFFSET(WB_BLOCKS_PER_SEGMENT) <= WB_BLOCK_SIZE, "metablocks fit the header block");
+
+/* Start sector of segment slot k (0-based). */
+static inline __u64 wb_slot_start_sector(__u64 slot)
+{
+	return WB_SUPERBLOCK_SECTORS + WB_SEGMENT_SECTORS * slot;
+}
+
+/* Cache sector of data block i (0..126) of slot k. */
+static inline __u64 wb_data_block_sector(__u64 slot, __u32 i)
+{
+	return wb_slot_start_sector(slot) + (__u64)WB_BLOCK_SECTORS * (1 + i);
+}
+
+/* Number of whole segment slots on a cache of cache_sectors sectors. */
+static inline __u64 wb_nr_segments(__u64 cache_sectors)
+{
+	if (cache_sectors < WB_SUPERBLOCK_SECTORS)
+		return 0;
+	return (cache_sectors - WB_SUPERBLOCK_SECTORS) >> WB_SEGMENT_SIZE_ORDER;
+}
+
+#endif /* WBKIT_FORMAT_H */

@@ -1,0 +1,109 @@
+// Access to cache and backing devices: image files and block devices.
+//
+// Reads and writes return an errno value instead of throwing, so recovery
+// code can work around a bad range; read_exact()/write_exact() throw IoError
+// for callers that cannot go on without the data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace wbkit {
+
+struct OpenOptions {
+	bool writable = false;
+	bool direct = false;    // O_DIRECT where the file system allows it
+	bool exclusive = false; // O_EXCL on block devices: refuse if in use
+	bool create = false;    // create a regular file (writable only)
+};
+
+// Identifies the object behind a path, to tell whether two paths are one device.
+struct DeviceIdentity {
+	std::uint64_t dev = 0;   // st_dev of the file, or st_rdev of a block device
+	std::uint64_t inode = 0; // st_ino of a regular file, 0 for a block device
+	bool operator==(const DeviceIdentity&) const = default;
+};
+
+class Device {
+public:
+	virtual ~Device() = default;
+
+	virtual const std::string& path() const noexcept = 0;
+	virtual std::uint64_t size_bytes() const noexcept = 0;
+	virtual bool is_block_device() const noexcept = 0;
+	virtual DeviceIdentity identity() const noexcept = 0;
+	// Alignment that offsets, lengths and buffers need (1 unless O_DIRECT).
+	virtual std::size_t required_alignment() const noexcept { return 1; }
+
+	// 0 on success, else an errno value. A read past the end is EIO.
+	virtual int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept = 0;
+	virtual int write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept = 0;
+	virtual int flush() noexcept = 0;
+
+	void read_exact(std::uint64_t offset, std::span<std::byte> buf);
+	void write_exact(std::uint64_t offset, std::span<const std::byte> buf);
+	void flush_or_throw();
+};
+
+// Opens a regular file or a block device. Throws IoError (or RefusedError for
+// an exclusive open of a device that is in use).
+std::unique_ptr<Device> open_device(const std::string& path, const OpenOptions& options = {});
+
+// A device whose chosen byte ranges fail with EIO, for tests of recovery.
+class FaultInjectingDevice : public Device {
+public:
+	explicit FaultInjectingDevice(std::unique_ptr<Device> inner);
+
+	void fail_reads(std::uint64_t offset, std::uint64_t length);
+	void fail_writes(std::uint64_t offset, std::uint64_t length);
+	std::uint64_t failed_reads() const noexcept { return failed_reads_; }
+	std::uint64_t failed_writes() const noexcept { return failed_writes_; }
+
+	const std::string& path() const noexcept override { return inner_->path(); }
+	std::uint64_t size_bytes() const noexcept override { return inner_->size_bytes(); }
+	bool is_block_device() const noexcept override { return inner_->is_block_device(); }
+	DeviceIdentity identity() const noexcept override { return inner_->identity(); }
+	std::size_t required_alignment() const noexcept override { return inner_->required_alignment(); }
+	int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept override;
+	int write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept override;
+	int flush() noexcept override { return inner_->flush(); }
+
+private:
+	using Range = std::pair<std::uint64_t, std::uint64_t>; // [begin, end)
+	static bool overlaps(const std::vector<Range>& ranges, std::uint64_t offset, std::uint64_t length);
+
+	std::unique_ptr<Device> inner_;
+	std::vector<Range> read_faults_;
+	std::vector<Range> write_faults_;
+	std::uint64_t failed_reads_ = 0;
+	std::uint64_t failed_writes_ = 0;
+};
+
+// A zero-initialised buffer aligned for O_DIRECT (4 KiB).
+class AlignedBuffer {
+public:
+	static constexpr std::size_t alignment = 4096;
+	explicit AlignedBuffer(std::size_t size = 0);
+	AlignedBuffer(AlignedBuffer&& other) noexcept;
+	AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+	AlignedBuffer(const AlignedBuffer&) = delete;
+	AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+	~AlignedBuffer();
+
+	std::byte* data() noexcept { return data_; }
+	const std::byte* data() const noexcept { return data_; }
+	std::size_t size() const noexcept { return size_; }
+	std::span<std::byte> span() noexcept { return {data_, size_}; }
+	std::span<const std::byte> span() const noexcept { return {data_, size_}; }
+
+private:
+	std::byte* data_ = nullptr;
+	std::size_t size_ = 0;
+};
+
+} // namespace wbkit

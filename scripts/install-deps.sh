@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of wbkit from Debian's archive.
+# Idempotent: packages already present are left alone, and apt-get update runs
+# only when something is missing.
+set -euo pipefail
+
+# Host build and test of the library, the tools and the Python module.
+BUILD_PACKAGES=(
+	build-essential cmake pkg-config
+	libcli11-dev libfmt-dev libcrypto++-dev libgtest-dev
+	pybind11-dev python3-dev python3-pytest python3-matplotlib
+	zstd clang libclang-rt-14-dev util-linux xxd
+)
+# Kernel module build and the in-VM tests.
+VM_PACKAGES=(
+	linux-image-amd64 linux-headers-amd64 qemu-system-x86 qemu-utils
+	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms
+)
+
+want=("${BUILD_PACKAGES[@]}")
+if [ "${WBKIT_NO_VM:-0}" != 1 ]; then
+	want+=("${VM_PACKAGES[@]}")
+fi
+
+missing=()
+for pkg in "${want[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+		missing+=("$pkg")
+	fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: need root to install: ${missing[*]}" >&2
+	exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
