@@ -53,11 +53,11 @@ std::string_view severity_name(Severity severity);
 
 // Where a finding lies. Unset members do not apply.
 struct Place {
-	std::optional<std::uint64_t> slot;
-	std::optional<std::uint64_t> segment_id;
-	std::optional<unsigned> metablock;
-	std::optional<std::uint64_t> backing_sector;
-	std::optional<std::uint64_t> cache_offset; // bytes
+	std::optional<std::uint64_t> slot{};
+	std::optional<std::uint64_t> segment_id{};
+	std::optional<unsigned> metablock{};
+	std::optional<std::uint64_t> backing_sector{};
+	std::optional<std::uint64_t> cache_offset{}; // bytes
 };
 
 struct Finding {

@@ -21,7 +21,7 @@ struct ScanOptions {
 	// where the kernel's replay stops is not known.
 	bool verify_checksums = true;
 	// Size of the backing device, to report metablocks that point past it.
-	std::optional<std::uint64_t> backing_bytes;
+	std::optional<std::uint64_t> backing_bytes{};
 };
 
 enum class SlotState : std::uint8_t {
@@ -88,7 +88,7 @@ struct LogScan {
 	std::uint64_t max_id = 0;
 	std::vector<LogSegment> log; // what the replay applies, oldest first
 	StopReason stop_reason = StopReason::empty_log;
-	std::optional<std::uint64_t> stop_slot; // the slot the walk stopped at
+	std::optional<std::uint64_t> stop_slot{};// the slot the walk stopped at
 	std::uint64_t discarded_segments = 0;   // good segments after the stop point
 
 	std::uint64_t last_flushed_id = 0;

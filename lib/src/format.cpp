@@ -1,0 +1,93 @@
+#include "wbkit/format.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "wbkit/crc32c.hpp"
+#include "wbkit/endian.hpp"
+
+namespace wbkit {
+
+namespace {
+
+bool all_zero(std::span<const std::byte> bytes)
+{
+	return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
+}
+
+} // namespace
+
+Geometry Geometry::for_cache_bytes(std::uint64_t cache_bytes)
+{
+	Geometry g;
+	g.cache_bytes = cache_bytes;
+	g.nr_segments = wb_nr_segments(cache_bytes / sector_size);
+	return g;
+}
+
+SegmentHeader parse_segment_header(std::span<const std::byte> block)
+{
+	SegmentHeader h;
+	h.id = load_le<std::uint64_t>(block, WB_SEG_ID_OFFSET);
+	h.checksum = load_le<std::uint32_t>(block, WB_SEG_CHECKSUM_OFFSET);
+	h.length = load_le<std::uint8_t>(block, WB_SEG_LENGTH_OFFSET);
+	h.header_padding_nonzero =
+		!all_zero(block.subspan(WB_SEG_PADDING_OFFSET, WB_SEGMENT_HEADER_SIZE - WB_SEG_PADDING_OFFSET));
+
+	unsigned n = h.usable_length();
+	for (unsigned i = 0; i < n; ++i) {
+		auto mb = block.subspan(WB_METABLOCK_OFFSET(i), WB_METABLOCK_SIZE);
+		Metablock& m = h.metablocks[i];
+		m.sector = load_le<std::uint64_t>(mb, WB_MB_SECTOR_OFFSET);
+		m.dirty_bits = load_le<std::uint8_t>(mb, WB_MB_DIRTY_BITS_OFFSET);
+		m.padding_nonzero = !all_zero(mb.subspan(WB_MB_PADDING_OFFSET, WB_METABLOCK_SIZE - WB_MB_PADDING_OFFSET));
+	}
+	h.unused_metablocks_nonzero = !all_zero(block.subspan(WB_METABLOCK_OFFSET(n), block_size - WB_METABLOCK_OFFSET(n)));
+	return h;
+}
+
+SuperblockHeader parse_superblock_header(std::span<const std::byte> sector0)
+{
+	SuperblockHeader sb;
+	sb.magic = load_le<std::uint32_t>(sector0, WB_SB_MAGIC_OFFSET);
+	sb.magic_ok = sb.magic == superblock_magic;
+	sb.rest_nonzero = !all_zero(sector0.subspan(sizeof(std::uint32_t), sector_size - sizeof(std::uint32_t)));
+	return sb;
+}
+
+std::uint64_t parse_superblock_record(std::span<const std::byte> record_sector)
+{
+	return load_le<std::uint64_t>(record_sector, 0);
+}
+
+std::uint32_t segment_checksum(std::span<const std::byte> segment, unsigned length)
+{
+	return crc32c(segment.subspan(WB_METABLOCK_AREA_OFFSET, block_size * (length + 1ULL) - WB_METABLOCK_AREA_OFFSET));
+}
+
+void write_segment_header(std::span<std::byte> block, const SegmentHeader& header)
+{
+	std::memset(block.data(), 0, block_size);
+	store_le<std::uint64_t>(block, WB_SEG_ID_OFFSET, header.id);
+	store_le<std::uint32_t>(block, WB_SEG_CHECKSUM_OFFSET, header.checksum);
+	store_le<std::uint8_t>(block, WB_SEG_LENGTH_OFFSET, header.length);
+	for (unsigned i = 0; i < header.usable_length(); ++i) {
+		auto mb = block.subspan(WB_METABLOCK_OFFSET(i), WB_METABLOCK_SIZE);
+		store_le<std::uint64_t>(mb, WB_MB_SECTOR_OFFSET, header.metablocks[i].sector);
+		store_le<std::uint8_t>(mb, WB_MB_DIRTY_BITS_OFFSET, header.metablocks[i].dirty_bits);
+	}
+}
+
+void write_superblock_magic(std::span<std::byte> sector0)
+{
+	std::memset(sector0.data(), 0, sector_size);
+	store_le<std::uint32_t>(sector0, WB_SB_MAGIC_OFFSET, superblock_magic);
+}
+
+void write_superblock_record(std::span<std::byte> record_sector, std::uint64_t last_writeback_id)
+{
+	std::memset(record_sector.data(), 0, sector_size);
+	store_le<std::uint64_t>(record_sector, 0, last_writeback_id);
+}
+
+} // namespace wbkit

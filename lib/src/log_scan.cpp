@@ -1,0 +1,414 @@
+#include "wbkit/log_scan.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <fmt/format.h>
+#include <limits>
+
+#include "wbkit/crc32c.hpp"
+#include "wbkit/errors.hpp"
+
+namespace wbkit {
+
+std::string_view slot_state_name(SlotState state)
+{
+	switch (state) {
+	case SlotState::empty:
+		return "empty";
+	case SlotState::valid:
+		return "valid";
+	case SlotState::unverified:
+		return "unverified";
+	case SlotState::checksum_mismatch:
+		return "checksum-mismatch";
+	case SlotState::legacy_checksum:
+		return "legacy-checksum";
+	case SlotState::length_too_large:
+		return "length-too-large";
+	case SlotState::header_unreadable:
+		return "header-unreadable";
+	case SlotState::data_unreadable:
+		return "data-unreadable";
+	}
+	return "unknown";
+}
+
+std::string_view stop_reason_name(StopReason reason)
+{
+	switch (reason) {
+	case StopReason::end_of_ring:
+		return "end-of-ring";
+	case StopReason::empty_log:
+		return "empty-log";
+	case StopReason::checksum_mismatch:
+		return "checksum-mismatch";
+	case StopReason::unreadable:
+		return "unreadable";
+	case StopReason::not_verified:
+		return "not-verified";
+	}
+	return "unknown";
+}
+
+namespace {
+
+class Scanner {
+public:
+	Scanner(Device& cache, const ScanOptions& options, LogScan& scan)
+		: cache_(cache), options_(options), scan_(scan), buffer_(segment_size)
+	{
+	}
+
+	void run()
+	{
+		scan_.geometry = Geometry::for_cache_bytes(cache_.size_bytes());
+		scan_.verified = options_.verify_checksums;
+		read_superblock();
+		if (scan_.geometry.nr_segments == 0) {
+			add(FindingCode::cache_too_small, {},
+			    fmt::format("the cache holds {} bytes; it needs at least {} (superblock and one segment)",
+					scan_.geometry.cache_bytes, superblock_size + segment_size));
+			return;
+		}
+		if (scan_.geometry.nr_segments > std::numeric_limits<std::uint32_t>::max())
+			throw Error(fmt::format("{}: {} segments is more than this tool can index", cache_.path(),
+						scan_.geometry.nr_segments));
+		read_slots();
+		walk();
+		compute_writeback_point();
+		build_index();
+	}
+
+private:
+	void add(FindingCode code, Place place, std::string message)
+	{
+		scan_.findings.push_back(make_finding(code, std::move(place), std::move(message)));
+	}
+
+	void read_superblock()
+	{
+		auto sector = buffer_.span().first(sector_size);
+		if (int err = cache_.read_at(0, sector)) {
+			scan_.superblock_readable = false;
+			add(FindingCode::superblock_unreadable, {.cache_offset = 0},
+			    fmt::format("reading sector 0 failed: {}", std::strerror(err)));
+		} else {
+			scan_.superblock = parse_superblock_header(sector);
+			if (!scan_.superblock.magic_ok)
+				add(FindingCode::bad_magic, {.cache_offset = 0},
+				    fmt::format("magic is 0x{:08x}, expected 0x{:08x}: the target would format this cache",
+						scan_.superblock.magic, superblock_magic));
+			if (scan_.superblock.rest_nonzero)
+				add(FindingCode::superblock_padding_nonzero, {.cache_offset = 0},
+				    "sector 0 has non-zero bytes after the magic");
+		}
+		if (scan_.geometry.cache_bytes < superblock_size)
+			return;
+		if (int err = cache_.read_at(WB_SB_RECORD_OFFSET, sector)) {
+			scan_.superblock_readable = false;
+			add(FindingCode::superblock_unreadable, {.cache_offset = WB_SB_RECORD_OFFSET},
+			    fmt::format("reading the superblock record (sector 2047) failed: {}", std::strerror(err)));
+		} else {
+			scan_.sb_record = parse_superblock_record(sector);
+		}
+	}
+
+	void check_header(std::uint64_t slot, const SegmentHeader& h)
+	{
+		Place at{.slot = slot, .segment_id = h.id};
+		if (!h.length_valid())
+			add(FindingCode::length_too_large, at,
+			    fmt::format("length is {}; a segment holds at most {} blocks", h.length, blocks_per_segment));
+		if (scan_.geometry.slot_of_id(h.id) != slot)
+			add(FindingCode::slot_mismatch, at,
+			    fmt::format("segment {} belongs in slot {}", h.id, scan_.geometry.slot_of_id(h.id)));
+		if (h.header_padding_nonzero)
+			add(FindingCode::header_padding_nonzero, at, "bytes 13..511 of the header are not zero");
+		if (h.unused_metablocks_nonzero)
+			add(FindingCode::unused_metablock_nonzero, at,
+			    fmt::format("the header block past metablock {} is not zero", h.usable_length()));
+		for (unsigned i = 0; i < h.usable_length(); ++i) {
+			const Metablock& mb = h.metablocks[i];
+			Place mb_at{.slot = slot, .segment_id = h.id, .metablock = i, .backing_sector = mb.sector};
+			if (mb.padding_nonzero)
+				add(FindingCode::metablock_padding_nonzero, mb_at, "metablock padding is not zero");
+			if (mb.sector % block_sectors != 0)
+				add(FindingCode::metablock_sector_unaligned, mb_at,
+				    fmt::format("sector {} is not a multiple of 8", mb.sector));
+			if (options_.backing_bytes) {
+				std::uint64_t backing_sectors = *options_.backing_bytes / sector_size;
+				if (mb.sector > backing_sectors || backing_sectors - mb.sector < block_sectors)
+					add(FindingCode::metablock_sector_beyond_backing, mb_at,
+					    fmt::format("block at sector {} ends past the backing device's {} sectors",
+							mb.sector, backing_sectors));
+			}
+		}
+	}
+
+	void read_slots()
+	{
+		const std::uint64_t nr = scan_.geometry.nr_segments;
+		scan_.slots.assign(nr, SlotInfo{});
+		for (std::uint64_t slot = 0; slot < nr; ++slot) {
+			SlotInfo& info = scan_.slots[slot];
+			std::uint64_t offset = scan_.geometry.slot_offset(slot);
+			auto header_block = buffer_.span().first(block_size);
+			if (int err = cache_.read_at(offset, header_block)) {
+				info.state = SlotState::header_unreadable;
+				add(FindingCode::header_unreadable, {.slot = slot, .cache_offset = offset},
+				    fmt::format("reading the header failed: {}", std::strerror(err)));
+				continue;
+			}
+			SegmentHeader h = parse_segment_header(header_block);
+			info.id = h.id;
+			info.length = h.length;
+			info.stored_checksum = h.checksum;
+			if (h.id == 0) {
+				info.state = SlotState::empty;
+				continue;
+			}
+			check_header(slot, h);
+			if (!h.length_valid()) {
+				info.state = SlotState::length_too_large;
+				continue;
+			}
+			for (unsigned i = 0; i < h.length; ++i)
+				entries_.push_back(SectorSource{.block_sector = h.metablocks[i].sector,
+								.log_index = std::uint32_t(slot),
+								.metablock = std::uint8_t(i),
+								.dirty_bits = h.metablocks[i].dirty_bits});
+			if (!options_.verify_checksums) {
+				info.state = SlotState::unverified;
+				continue;
+			}
+			auto data = buffer_.span().subspan(block_size, block_size * h.length);
+			if (int err = cache_.read_at(offset + block_size, data)) {
+				info.state = SlotState::data_unreadable;
+				add(FindingCode::data_unreadable, {.slot = slot, .segment_id = h.id, .cache_offset = offset + block_size},
+				    fmt::format("reading {} data blocks failed: {}", h.length, std::strerror(err)));
+				continue;
+			}
+			info.computed_checksum = segment_checksum(buffer_.span(), h.length);
+			if (info.computed_checksum == h.checksum)
+				info.state = SlotState::valid;
+			else if (~info.computed_checksum == h.checksum)
+				info.state = SlotState::legacy_checksum;
+			else
+				info.state = SlotState::checksum_mismatch;
+		}
+		for (const SlotInfo& info : scan_.slots)
+			scan_.max_id = std::max(scan_.max_id, info.id);
+	}
+
+	// FORMAT.md's replay walk, then the validator's look at the whole ring.
+	void walk()
+	{
+		const std::uint64_t nr = scan_.geometry.nr_segments;
+		if (scan_.max_id == 0) {
+			scan_.stop_reason = StopReason::empty_log;
+			return;
+		}
+		const std::uint64_t start = scan_.max_id % nr; // slot of max_id + 1: the oldest
+		bool stopped = false;
+		std::uint64_t previous_id = 0;
+		for (std::uint64_t step = 0; step < nr; ++step) {
+			const std::uint64_t slot = (start + step) % nr;
+			SlotInfo& info = scan_.slots[slot];
+			if (info.state == SlotState::empty)
+				continue;
+			if (info.state != SlotState::header_unreadable) {
+				check_id_sequence(slot, previous_id, info.id);
+				previous_id = info.id;
+			}
+			if (stopped) {
+				if (info.state == SlotState::valid || info.state == SlotState::unverified)
+					++scan_.discarded_segments;
+				else
+					report_bad_segment(slot, info, false);
+				continue;
+			}
+			switch (info.state) {
+			case SlotState::valid:
+			case SlotState::unverified:
+				info.in_log = true;
+				scan_.log.push_back(LogSegment{.slot = slot, .id = info.id, .length = info.length});
+				break;
+			case SlotState::header_unreadable:
+			case SlotState::data_unreadable:
+				stopped = true;
+				scan_.stop_reason = StopReason::unreadable;
+				scan_.stop_slot = slot;
+				break;
+			default:
+				stopped = true;
+				scan_.stop_reason = StopReason::checksum_mismatch;
+				scan_.stop_slot = slot;
+				report_bad_segment(slot, info, info.id == scan_.max_id);
+				break;
+			}
+		}
+		if (!stopped)
+			scan_.stop_reason = scan_.verified ? StopReason::end_of_ring : StopReason::not_verified;
+		if (scan_.discarded_segments > 0)
+			add(FindingCode::valid_segments_discarded, {.slot = scan_.stop_slot},
+			    fmt::format("{} good segment(s) after the stop point at slot {} are not part of the log",
+					scan_.discarded_segments, *scan_.stop_slot));
+	}
+
+	void report_bad_segment(std::uint64_t slot, const SlotInfo& info, bool newest)
+	{
+		Place at{.slot = slot, .segment_id = info.id};
+		if (info.state == SlotState::checksum_mismatch) {
+			if (newest)
+				add(FindingCode::torn_newest_segment, at,
+				    fmt::format("stored checksum 0x{:08x}, computed 0x{:08x}", info.stored_checksum,
+						info.computed_checksum));
+			else
+				add(FindingCode::checksum_mismatch, at,
+				    fmt::format("stored checksum 0x{:08x}, computed 0x{:08x}", info.stored_checksum,
+						info.computed_checksum));
+		} else if (info.state == SlotState::legacy_checksum) {
+			add(FindingCode::checksum_legacy_inverted, at,
+			    fmt::format("stored checksum 0x{:08x} is the bitwise NOT of 0x{:08x}; not accepted as valid",
+					info.stored_checksum, info.computed_checksum));
+		}
+	}
+
+	void check_id_sequence(std::uint64_t slot, std::uint64_t previous_id, std::uint64_t id)
+	{
+		if (previous_id == 0 || id == previous_id + 1)
+			return;
+		Place at{.slot = slot, .segment_id = id};
+		if (id > previous_id)
+			add(FindingCode::id_gap, at, fmt::format("segment {} follows segment {} in ring order", id, previous_id));
+		else
+			add(FindingCode::id_repeat, at,
+			    fmt::format("segment {} follows segment {} in ring order", id, previous_id));
+	}
+
+	void compute_writeback_point()
+	{
+		const std::uint64_t nr = scan_.geometry.nr_segments;
+		scan_.last_flushed_id = scan_.log.empty() ? 0 : scan_.log.back().id;
+		const std::uint64_t lf = scan_.last_flushed_id;
+		const std::uint64_t record = scan_.sb_record;
+		const std::uint64_t inferred = lf > nr ? lf - nr : 0;
+		scan_.last_writeback_id = std::max(inferred, std::min(record, lf));
+		for (LogSegment& seg : scan_.log)
+			seg.written_back = seg.id <= scan_.last_writeback_id;
+
+		// A record of 0 means "never written" (update_sb_record_interval is 0): not out of range.
+		const std::uint64_t low = scan_.max_id > nr ? scan_.max_id - nr : 0;
+		if (record != 0 && (record > scan_.max_id || record < low))
+			add(FindingCode::sb_record_out_of_range, {.cache_offset = WB_SB_RECORD_OFFSET},
+			    fmt::format("record says segment {} was written back; the log holds ids {}..{}", record, low,
+					scan_.max_id));
+	}
+
+	void build_index()
+	{
+		// Slot -> position in the log, or none; then keep the metablocks the walk applied.
+		constexpr std::uint32_t not_in_log = std::numeric_limits<std::uint32_t>::max();
+		std::vector<std::uint32_t> position(scan_.geometry.nr_segments, not_in_log);
+		for (std::size_t i = 0; i < scan_.log.size(); ++i)
+			position[scan_.log[i].slot] = std::uint32_t(i);
+		std::size_t kept = 0;
+		for (const SectorSource& e : entries_) {
+			std::uint32_t pos = position[e.log_index];
+			if (pos == not_in_log)
+				continue;
+			SectorSource copy = e;
+			copy.log_index = pos;
+			entries_[kept++] = copy;
+		}
+		entries_.resize(kept);
+		std::vector<std::uint32_t>().swap(position);
+
+		std::sort(entries_.begin(), entries_.end(), [](const SectorSource& a, const SectorSource& b) {
+			if (a.block_sector != b.block_sector)
+				return a.block_sector < b.block_sector;
+			if (a.log_index != b.log_index)
+				return a.log_index < b.log_index;
+			return a.metablock < b.metablock;
+		});
+
+		// Per block, newest entry first: each sector is decided by the newest
+		// entry that touches it. Outputs never outrun inputs, so compact in place.
+		std::size_t out = 0;
+		std::vector<SectorSource> group_out;
+		for (std::size_t begin = 0; begin < entries_.size();) {
+			std::size_t end = begin;
+			while (end < entries_.size() && entries_[end].block_sector == entries_[begin].block_sector)
+				++end;
+			group_out.clear();
+			std::uint8_t remaining = 0xff;
+			std::uint8_t block_dirty = 0;
+			for (std::size_t i = end; i-- > begin && remaining;) {
+				SectorSource e = entries_[i];
+				std::uint8_t touched = std::uint8_t((e.dirty_bits ? e.dirty_bits : 0xff) & remaining);
+				if (!touched)
+					continue;
+				remaining = std::uint8_t(remaining & ~touched);
+				e.sectors = touched;
+				e.dirty = (e.dirty_bits && !scan_.log[e.log_index].written_back) ? touched : 0;
+				block_dirty |= e.dirty;
+				group_out.push_back(e);
+			}
+			for (auto it = group_out.rbegin(); it != group_out.rend(); ++it)
+				entries_[out++] = *it;
+			if (block_dirty) {
+				++scan_.dirty_blocks;
+				scan_.dirty_sectors += std::popcount(block_dirty);
+			}
+			begin = end;
+		}
+		entries_.resize(out);
+		entries_.shrink_to_fit();
+		scan_.index = std::move(entries_);
+	}
+
+	Device& cache_;
+	const ScanOptions& options_;
+	LogScan& scan_;
+	AlignedBuffer buffer_;
+	std::vector<SectorSource> entries_;
+};
+
+} // namespace
+
+LogScan scan_log(Device& cache, const ScanOptions& options)
+{
+	LogScan scan;
+	Scanner(cache, options, scan).run();
+	return scan;
+}
+
+const SectorSource* LogScan::find_sector(std::uint64_t backing_sector) const
+{
+	const std::uint64_t low = backing_sector >= block_sectors - 1 ? backing_sector - (block_sectors - 1) : 0;
+	auto it = std::lower_bound(index.begin(), index.end(), low,
+				   [](const SectorSource& s, std::uint64_t sector) { return s.block_sector < sector; });
+	const SectorSource* best = nullptr;
+	for (; it != index.end() && it->block_sector <= backing_sector; ++it) {
+		unsigned bit = unsigned(backing_sector - it->block_sector);
+		if ((it->sectors >> bit) & 1u)
+			if (!best || it->log_index > best->log_index)
+				best = &*it;
+	}
+	return best;
+}
+
+void for_each_log_metablock(Device& cache, const LogScan& scan,
+			    const std::function<void(const LogSegment&, unsigned, const Metablock&)>& visit)
+{
+	AlignedBuffer block(block_size);
+	for (const LogSegment& seg : scan.log) {
+		cache.read_exact(scan.geometry.slot_offset(seg.slot), block.span());
+		SegmentHeader h = parse_segment_header(block.span());
+		for (unsigned i = 0; i < h.usable_length(); ++i)
+			visit(seg, i, h.metablocks[i]);
+	}
+}
+
+} // namespace wbkit
