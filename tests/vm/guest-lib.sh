@@ -1,0 +1,58 @@
+# Helpers for guest scripts (busybox sh). Installed in the initramfs as
+# /lib/wbguest.sh; a guest script starts with `. /lib/wbguest.sh`.
+# Real programs are called by full path: busybox sh runs its own applets
+# (dd, cmp, sha256sum, blockdev) in preference to anything in PATH.
+
+DMSETUP=/usr/sbin/dmsetup
+FIO=/usr/bin/fio
+BLOCKDEV=/usr/sbin/blockdev
+DD=/usr/bin/dd
+CMP=/usr/bin/cmp
+SHA256SUM=/usr/bin/sha256sum
+WBSTAMP=/usr/local/bin/wbstamp
+
+# One result line for the host (vm_result <key>). Values must not contain
+# newlines; keep them to one token where possible.
+wb_report() {
+	echo "WB: $1=$2"
+}
+
+wb_fail() {
+	echo "WB: fail=$*"
+	exit 1
+}
+
+# Tells the host this guest cannot run the test (the scenario exits 77).
+wb_skip() {
+	echo "WB: skip=$*"
+	exit 0
+}
+
+# wb_load_target upstream|wbkit: insmods the one module that will provide
+# the "writeboost" target; both register that name, so only one may load.
+wb_load_target() {
+	case "$1" in
+	upstream) ko=/lib/modules-extra/upstream/dm-writeboost.ko ;;
+	wbkit) ko=/lib/modules-extra/wbkit/dm-wbkit.ko ;;
+	*) wb_fail "unknown target module $1" ;;
+	esac
+	[ -f "$ko" ] || wb_skip "$ko not in the initramfs"
+	insmod "$ko" || wb_fail "insmod $ko failed"
+	wb_report target_module "$1"
+}
+
+# wb_dm_create <name> <table>: creates the device and its /dev/mapper node
+# (there is no udev).
+wb_dm_create() {
+	$DMSETUP create "$1" --table "$2" || wb_fail "dmsetup create $1 failed: $2"
+	$DMSETUP mknodes "$1"
+	[ -b "/dev/mapper/$1" ] || wb_fail "/dev/mapper/$1 did not appear"
+}
+
+wb_dm_status() {
+	$DMSETUP status "$1" | cut -d' ' -f4-
+}
+
+wb_sectors() {
+	$BLOCKDEV --getsz "$1"
+}
