@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs every tests/vm/scenarios/*.sh (exit 0 pass, 77 skip, else fail) and
+# prints one line per scenario and a summary. Usage: run-all.sh BUILD_DIR
+# The scenarios get BUILD_DIR as WBKIT_BUILD_DIR (for the host tools) and
+# write their console logs under BUILD_DIR/vm-logs.
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+	echo "usage: $0 BUILD_DIR" >&2
+	exit 2
+fi
+mkdir -p "$1"
+WBKIT_BUILD_DIR=$(cd "$1" && pwd)
+export WBKIT_BUILD_DIR
+export VM_LOG_DIR=$WBKIT_BUILD_DIR/vm-logs
+mkdir -p "$VM_LOG_DIR"
+
+source "$(dirname "$0")/lib.sh"
+
+# Only a machine that cannot run qemu at all skips the suite; anything that
+# goes wrong after that is a failure.
+if ! why=$(vm_available) || ! qemu-system-x86_64 --version >/dev/null 2>&1; then
+	echo "VM tests skipped: ${why:-qemu-system-x86_64 does not run}"
+	exit 0
+fi
+vm_prepare
+
+passed=0 failed=0 skipped=0
+suite_start=$SECONDS
+for scenario in "$VM_DIR"/scenarios/*.sh; do
+	[ -e "$scenario" ] || continue
+	name=$(basename "$scenario" .sh)
+	out=$VM_LOG_DIR/$name.out
+	start=$SECONDS
+	rc=0
+	bash "$scenario" >"$out" 2>&1 </dev/null || rc=$?
+	took=$((SECONDS - start))
+	case $rc in
+	0)
+		passed=$((passed + 1))
+		echo "PASS $name (${took}s)"
+		;;
+	77)
+		skipped=$((skipped + 1))
+		echo "SKIP $name (${took}s): $(tail -n 1 "$out")"
+		;;
+	*)
+		failed=$((failed + 1))
+		echo "FAIL $name (${took}s, exit $rc), output in $out:"
+		tail -n 20 "$out" | sed 's/^/    /'
+		;;
+	esac
+done
+
+echo "VM suite took $((SECONDS - suite_start))s"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
