@@ -325,47 +325,7 @@ private:
 		entries_.resize(kept);
 		std::vector<std::uint32_t>().swap(position);
 
-		std::sort(entries_.begin(), entries_.end(), [](const SectorSource& a, const SectorSource& b) {
-			if (a.block_sector != b.block_sector)
-				return a.block_sector < b.block_sector;
-			if (a.log_index != b.log_index)
-				return a.log_index < b.log_index;
-			return a.metablock < b.metablock;
-		});
-
-		// Per block, newest entry first: each sector is decided by the newest
-		// entry that touches it. Outputs never outrun inputs, so compact in place.
-		std::size_t out = 0;
-		std::vector<SectorSource> group_out;
-		for (std::size_t begin = 0; begin < entries_.size();) {
-			std::size_t end = begin;
-			while (end < entries_.size() && entries_[end].block_sector == entries_[begin].block_sector)
-				++end;
-			group_out.clear();
-			std::uint8_t remaining = 0xff;
-			std::uint8_t block_dirty = 0;
-			for (std::size_t i = end; i-- > begin && remaining;) {
-				SectorSource e = entries_[i];
-				std::uint8_t touched = std::uint8_t((e.dirty_bits ? e.dirty_bits : 0xff) & remaining);
-				if (!touched)
-					continue;
-				remaining = std::uint8_t(remaining & ~touched);
-				e.sectors = touched;
-				e.dirty = (e.dirty_bits && !scan_.log[e.log_index].written_back) ? touched : 0;
-				block_dirty |= e.dirty;
-				group_out.push_back(e);
-			}
-			for (auto it = group_out.rbegin(); it != group_out.rend(); ++it)
-				entries_[out++] = *it;
-			if (block_dirty) {
-				++scan_.dirty_blocks;
-				scan_.dirty_sectors += std::popcount(block_dirty);
-			}
-			begin = end;
-		}
-		entries_.resize(out);
-		entries_.shrink_to_fit();
-		scan_.index = std::move(entries_);
+		build_sector_index(scan_, std::move(entries_));
 	}
 
 	Device& cache_;
@@ -376,6 +336,53 @@ private:
 };
 
 } // namespace
+
+void build_sector_index(LogScan& scan, std::vector<SectorSource> entries)
+{
+	std::sort(entries.begin(), entries.end(), [](const SectorSource& a, const SectorSource& b) {
+		if (a.block_sector != b.block_sector)
+			return a.block_sector < b.block_sector;
+		if (a.log_index != b.log_index)
+			return a.log_index < b.log_index;
+		return a.metablock < b.metablock;
+	});
+
+	// Per block, newest entry first: each sector is decided by the newest
+	// entry that touches it. Outputs never outrun inputs, so compact in place.
+	scan.dirty_blocks = 0;
+	scan.dirty_sectors = 0;
+	std::size_t out = 0;
+	std::vector<SectorSource> group_out;
+	for (std::size_t begin = 0; begin < entries.size();) {
+		std::size_t end = begin;
+		while (end < entries.size() && entries[end].block_sector == entries[begin].block_sector)
+			++end;
+		group_out.clear();
+		std::uint8_t remaining = 0xff;
+		std::uint8_t block_dirty = 0;
+		for (std::size_t i = end; i-- > begin && remaining;) {
+			SectorSource e = entries[i];
+			std::uint8_t touched = std::uint8_t((e.dirty_bits ? e.dirty_bits : 0xff) & remaining);
+			if (!touched)
+				continue;
+			remaining = std::uint8_t(remaining & ~touched);
+			e.sectors = touched;
+			e.dirty = (e.dirty_bits && !scan.log[e.log_index].written_back) ? touched : 0;
+			block_dirty |= e.dirty;
+			group_out.push_back(e);
+		}
+		for (auto it = group_out.rbegin(); it != group_out.rend(); ++it)
+			entries[out++] = *it;
+		if (block_dirty) {
+			++scan.dirty_blocks;
+			scan.dirty_sectors += std::popcount(block_dirty);
+		}
+		begin = end;
+	}
+	entries.resize(out);
+	entries.shrink_to_fit();
+	scan.index = std::move(entries);
+}
 
 LogScan scan_log(Device& cache, const ScanOptions& options)
 {

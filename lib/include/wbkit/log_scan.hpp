@@ -119,6 +119,12 @@ struct LogScan {
 // for reading at all. Unreadable ranges become findings.
 LogScan scan_log(Device& cache, const ScanOptions& options = {});
 
+// The kernel's newest-wins rule (FORMAT.md replay step 3) over metablock
+// entries whose log_index points into scan.log: fills scan.index,
+// dirty_blocks and dirty_sectors. scan_log() uses it for the kernel's log;
+// recovery uses it for a log it assembled itself (salvage).
+void build_sector_index(LogScan& scan, std::vector<SectorSource> entries);
+
 // Calls visit(segment, metablock index, metablock) for every metablock of the
 // log in replay order, re-reading the segment headers one at a time.
 void for_each_log_metablock(Device& cache, const LogScan& scan,

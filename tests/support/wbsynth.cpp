@@ -1,0 +1,188 @@
+// wbsynth: writes a synthetic cache image (and backing image) with the
+// library's LogWriter, from a seed, for fixtures, CLI tests and benchmarks.
+// A developer tool, not installed.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <unistd.h>
+#include <random>
+
+#include "wbkit/errors.hpp"
+#include "wbkit/log_writer.hpp"
+
+namespace {
+
+struct Options {
+	std::string cache;
+	std::uint64_t cache_mib = 16;
+	std::string backing;
+	std::uint64_t backing_mib = 64;
+	bool backing_pattern = false;
+	std::uint64_t seed = 1;
+	std::uint64_t writes = 200;
+	unsigned partial_percent = 20;
+	unsigned clean_percent = 0;
+	std::uint64_t flush_every = 50;
+	bool final_flush = true;
+	bool no_merge = false;
+	bool tear_newest = false;
+	std::vector<std::uint64_t> corrupt_ids;
+	std::optional<std::uint64_t> record;
+	std::optional<std::uint64_t> region_mib;
+	std::string expected;
+};
+
+// Deterministic content: every sector says where and when it was written.
+void fill_sector(std::span<std::byte> sector, std::uint64_t seed, std::uint64_t write_no, std::uint64_t backing_sector)
+{
+	std::mt19937_64 rng(seed ^ (write_no * 0x9e3779b97f4a7c15ULL) ^ (backing_sector << 20));
+	for (auto& b : sector)
+		b = std::byte(rng() & 0xff);
+	std::string stamp = fmt::format("wbsynth seed={} write={} sector={}\n", seed, write_no, backing_sector);
+	std::memcpy(sector.data(), stamp.data(), std::min(stamp.size(), sector.size()));
+}
+
+void make_file(const std::string& path, std::uint64_t bytes)
+{
+	auto dev = wbkit::open_device(path, {.writable = true, .create = true});
+	if (::truncate(path.c_str(), 0) != 0 || ::truncate(path.c_str(), off_t(bytes)) != 0)
+		throw wbkit::IoError("cannot size the image", path, errno);
+}
+
+int run(const Options& o)
+{
+	using namespace wbkit;
+	if (!o.expected.empty() && (o.tear_newest || !o.corrupt_ids.empty() || !o.final_flush))
+		throw UsageError("--expected describes an undamaged, fully flushed log only");
+	make_file(o.cache, o.cache_mib << 20);
+	std::unique_ptr<Device> backing;
+	const std::uint64_t backing_sectors = (o.backing_mib << 20) / sector_size;
+	if (!o.backing.empty()) {
+		make_file(o.backing, o.backing_mib << 20);
+		backing = open_device(o.backing, {.writable = true});
+		if (o.backing_pattern) {
+			// Old backing content that differs from every cache copy.
+			std::vector<std::byte> chunk(1 << 20);
+			for (std::uint64_t off = 0; off < (o.backing_mib << 20); off += chunk.size()) {
+				for (std::size_t s = 0; s < chunk.size(); s += sector_size)
+					fill_sector(std::span(chunk).subspan(s, sector_size), o.seed, 0, (off + s) / sector_size);
+				backing->write_exact(off, chunk);
+			}
+		}
+	}
+	auto cache = open_device(o.cache, {.writable = true});
+	LogWriter writer(*cache, {.merge_partial_overwrites = !o.no_merge, .backing = backing.get()});
+
+	const std::uint64_t region_sectors =
+		std::min(backing_sectors, o.region_mib ? (*o.region_mib << 20) / sector_size : backing_sectors);
+	const std::uint64_t region_blocks = region_sectors / block_sectors;
+	if (region_blocks == 0)
+		throw UsageError("the backing region holds no 4 KiB block");
+	std::mt19937_64 rng(o.seed);
+	std::vector<std::byte> data;
+	for (std::uint64_t w = 1; w <= o.writes; ++w) {
+		std::uint64_t block = (rng() % region_blocks) * block_sectors;
+		if (rng() % 100 < o.clean_percent) {
+			// A clean entry carries the backing device's own data.
+			data.assign(block_size, std::byte{0});
+			if (backing)
+				backing->read_exact(block * sector_size, data);
+			writer.write_clean(block, data);
+		} else {
+			std::uint64_t first = 0, count = block_sectors;
+			if (rng() % 100 < o.partial_percent) {
+				first = rng() % block_sectors;
+				count = 1 + rng() % (block_sectors - first);
+			}
+			data.resize(count * sector_size);
+			for (std::uint64_t s = 0; s < count; ++s)
+				fill_sector(std::span(data).subspan(s * sector_size, sector_size), o.seed, w, block + first + s);
+			writer.write(block + first, data);
+		}
+		if (o.flush_every && w % o.flush_every == 0)
+			writer.flush();
+	}
+	if (o.final_flush)
+		writer.flush();
+	for (std::uint64_t id : o.corrupt_ids)
+		writer.corrupt_segment_data(id);
+	if (o.tear_newest)
+		writer.tear_segment(writer.last_flushed_id());
+	if (o.record)
+		writer.set_superblock_record(*o.record);
+	cache->flush_or_throw();
+
+	if (!o.expected.empty()) {
+		// Re-run the workload onto a copy of the old backing content: the logical device.
+		make_file(o.expected, o.backing_mib << 20);
+		auto expected = open_device(o.expected, {.writable = true});
+		std::vector<std::byte> chunk(1 << 20);
+		for (std::uint64_t off = 0; off < (o.backing_mib << 20) && o.backing_pattern; off += chunk.size()) {
+			for (std::size_t s = 0; s < chunk.size(); s += sector_size)
+				fill_sector(std::span(chunk).subspan(s, sector_size), o.seed, 0, (off + s) / sector_size);
+			expected->write_exact(off, chunk);
+		}
+		std::mt19937_64 replay_rng(o.seed);
+		for (std::uint64_t w = 1; w <= o.writes; ++w) {
+			std::uint64_t block = (replay_rng() % region_blocks) * block_sectors;
+			if (replay_rng() % 100 < o.clean_percent)
+				continue; // a clean entry does not change the logical content
+			std::uint64_t first = 0, count = block_sectors;
+			if (replay_rng() % 100 < o.partial_percent) {
+				first = replay_rng() % block_sectors;
+				count = 1 + replay_rng() % (block_sectors - first);
+			}
+			data.resize(count * sector_size);
+			for (std::uint64_t s = 0; s < count; ++s)
+				fill_sector(std::span(data).subspan(s * sector_size, sector_size), o.seed, w, block + first + s);
+			expected->write_exact((block + first) * sector_size, data);
+		}
+	}
+	fmt::print("cache {} segments, last_flushed_id {}, last_writeback_id {}\n", writer.geometry().nr_segments,
+		   writer.last_flushed_id(), writer.last_writeback_id());
+	return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+	CLI::App app("Write a synthetic writeboost cache image (developer tool for fixtures and tests).", "wbsynth");
+	Options o;
+	app.add_option("--cache", o.cache, "cache image to create")->required();
+	app.add_option("--cache-mib", o.cache_mib, "cache size in MiB");
+	app.add_option("--backing", o.backing, "backing image to create (receives write-back when the log wraps)");
+	app.add_option("--backing-mib", o.backing_mib, "backing size in MiB");
+	app.add_flag("--backing-pattern", o.backing_pattern, "fill the backing image with stamped old content");
+	app.add_option("--seed", o.seed, "workload seed");
+	app.add_option("--writes", o.writes, "number of writes");
+	app.add_option("--partial-percent", o.partial_percent, "share of writes that cover part of a block")
+		->check(CLI::Range(0, 100));
+	app.add_option("--clean-percent", o.clean_percent, "share of clean entries (read-cache fills)")
+		->check(CLI::Range(0, 100));
+	app.add_option("--flush-every", o.flush_every, "flush after every N writes (0: never)");
+	app.add_flag("!--no-final-flush", o.final_flush, "leave the last writes in RAM (lost)");
+	app.add_flag("--no-merge", o.no_merge, "partial overwrites do not take in older dirty sectors");
+	app.add_flag("--tear-newest", o.tear_newest, "tear the newest segment, as a power cut would");
+	app.add_option("--corrupt-id", o.corrupt_ids, "flip a byte in this segment (repeatable)");
+	app.add_option("--record", o.record, "superblock record (last written-back segment id)");
+	app.add_option("--region-mib", o.region_mib, "only write the first N MiB of the backing device");
+	app.add_option("--expected", o.expected, "also write the expected logical image here");
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::CallForHelp&) {
+		std::cout << app.help();
+		return 0;
+	} catch (const CLI::ParseError& e) {
+		std::cerr << "wbsynth: error: " << e.what() << '\n';
+		return 2;
+	}
+	try {
+		return run(o);
+	} catch (const wbkit::Error& e) {
+		std::cerr << "wbsynth: error: " << e.what() << '\n';
+		return int(e.exit_code());
+	}
+}
