@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-wbkit-daemon.c - background work: writeback of flushed segments to the
+ * backing device, the superblock record and the periodic data sync.
+ */
+#include <linux/delay.h>
+#include <linux/jiffies.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+
+#include "dm-wbkit.h"
+
+/* ---------------------------------------------------------------------- */
+/* Writeback */
+
+/*
+ * Whether the daemon has work: flushed segments not yet written back, and
+ * a reason to write them now: drop_caches, the ring about to need a slot
+ * that still holds such a segment, or more dirty segments than
+ * writeback_threshold percent (0 = never in the background).
+ */
+bool wb_should_writeback(struct wb_device *wb)
+{
+	u64 lf = READ_ONCE(wb->last_flushed_id);
+	u64 lw = READ_ONCE(wb->last_writeback_id);
+	u64 next = READ_ONCE(wb->last_sealed_id) + 2;
+	unsigned int thr = READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]);
+
+	if (wb_dead(wb) || lw >= lf)
+		return false;
+	if (atomic_read(&wb->drop_caches))
+		return true;
+	if (next > wb->nr_segments && next - wb->nr_segments > lw)
+		return true;
+	return thr && (lf - lw) * 100 > (u64)thr * wb->nr_segments;
+}
+
+static int wb_entry_cmp(const void *a, const void *b)
+{
+	const struct wb_wb_entry *x = a, *y = b;
+
+	if (x->sector != y->sector)
+		return x->sector < y->sector ? -1 : 1;
+	if (x->batch_idx != y->batch_idx)
+		return x->batch_idx < y->batch_idx ? -1 : 1;
+	return (int)x->idx - (int)y->idx;
+}
+
+/* Submits the dirty sectors of one block as runs of contiguous sectors. */
+static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
+			   struct wb_wb_entry *e, void *data)
+{
+	unsigned int i = 0, j;
+
+	while (i < WB_BLOCK_SECTORS) {
+		if (!(e->dirty_bits & (1U << i))) {
+			i++;
+			continue;
+		}
+		for (j = i; j < WB_BLOCK_SECTORS && (e->dirty_bits & (1U << j)); j++)
+			;
+		wb_aio_submit(wb, aio, WB_DEV_BACKING, REQ_OP_WRITE,
+			      e->sector + i, data + (i << WB_SECTOR_SHIFT),
+			      (j - i) << WB_SECTOR_SHIFT);
+		i = j;
+	}
+}
+
+/*
+ * Writes back the oldest flushed segments, up to nr_max_batched_writeback:
+ * read them from the cache device, write their dirty sectors to the backing
+ * device sorted by sector, flush the backing device, then mark them clean.
+ */
+static void wb_writeback_batch(struct wb_device *wb)
+{
+	struct wb_segment *segs[WB_MAX_BATCH];
+	u8 lens[WB_MAX_BATCH];
+	unsigned int nr = 0, b, n, i, j;
+	struct wb_aio aio;
+	u64 lw;
+	int err;
+
+	mutex_lock(&wb->lock);
+	lw = wb->last_writeback_id;
+	n = (unsigned int)min_t(u64, wb->last_flushed_id - lw,
+				READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
+	n = clamp_t(unsigned int, n, 1, WB_MAX_BATCH);
+	for (b = 0; b < n; b++) {
+		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + b);
+
+		segs[b] = seg;
+		/* A flushed segment owns its slot until it is written back. */
+		lens[b] = seg->id == lw + 1 + b ? seg->length : 0;
+		for (j = 0; j < lens[b]; j++) {
+			struct wb_metablock *mb = &seg->mb[j];
+
+			/*
+			 * Every dirty entry of the log, even one superseded by
+			 * a newer copy: that copy may not be on the cache
+			 * device yet, and once this segment counts as written
+			 * back, replay no longer brings its data back.
+			 */
+			if (!mb->dirty_bits)
+				continue;
+			wb->wb_entries[nr++] = (struct wb_wb_entry) {
+				.sector = mb->sector,
+				.batch_idx = b,
+				.idx = j,
+				.dirty_bits = mb->dirty_bits,
+			};
+		}
+	}
+	mutex_unlock(&wb->lock);
+
+	/* The segments cannot change: they are flushed and not written back. */
+	for (b = 0; b < n; b++) {
+		if (!lens[b])
+			continue;
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+				 wb_data_block_sector(segs[b]->slot, 0),
+				 wb->wb_buf[b], lens[b] * WB_BLOCK_SIZE);
+		if (err)
+			return;
+	}
+
+	sort(wb->wb_entries, nr, sizeof(*wb->wb_entries), wb_entry_cmp, NULL);
+	wb_aio_init(&aio);
+	for (i = 0; i < nr; i++) {
+		struct wb_wb_entry *e = &wb->wb_entries[i];
+
+		/*
+		 * A newer copy of the block in this batch holds a superset of
+		 * this one's dirty sectors (writes merge older dirty sectors;
+		 * replay wrote the others to the backing device), and the
+		 * whole batch is marked clean at once: write the newest only.
+		 */
+		if (i + 1 < nr && wb->wb_entries[i + 1].sector == e->sector)
+			continue;
+		wb_submit_runs(wb, &aio, e,
+			       wb->wb_buf[e->batch_idx] + e->idx * WB_BLOCK_SIZE);
+	}
+	err = wb_aio_wait(&aio);
+	if (err == -ENOMEM) {
+		msleep(100);
+		return;		/* the batch is written again later */
+	}
+	if (err) {
+		wb_set_dead(wb, WB_DEV_BACKING, "write", aio.err_sector, err);
+		return;
+	}
+
+	/*
+	 * The data must be durable on the backing device before the segments
+	 * count as written back: from then on their slots may be overwritten
+	 * and the superblock record may name them.
+	 */
+	err = wb_flush_dev(wb, WB_DEV_BACKING);
+	if (err)
+		return;
+
+	mutex_lock(&wb->lock);
+	for (b = 0; b < n; b++)
+		for (j = 0; j < lens[b]; j++)
+			if (!hlist_unhashed(&segs[b]->mb[j].ht_node))
+				wb_ht_del(wb, &segs[b]->mb[j]);
+	WRITE_ONCE(wb->last_writeback_id, lw + n);
+	mutex_unlock(&wb->lock);
+	wake_up_all(&wb->wait);
+}
+
+int wb_writeback_daemon(void *data)
+{
+	struct wb_device *wb = data;
+
+	while (!kthread_should_stop()) {
+		wait_event_interruptible_timeout(wb->wb_wait,
+						 wb_should_writeback(wb) ||
+						 kthread_should_stop(), HZ);
+		if (kthread_should_stop())
+			break;
+		if (wb_should_writeback(wb))
+			wb_writeback_batch(wb);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Superblock record and data sync */
+
+/*
+ * The record is the 4 KiB block 2040..2047 with last_writeback_segment_id
+ * at the start of its last sector (byte 0xFFE00); the rest of the block is
+ * zero, as formatting left it. last_writeback_id only moves after the
+ * backing device was flushed, so the record never runs ahead of it.
+ */
+static void wb_update_sb_record(struct wb_device *wb, void *blk)
+{
+	struct wb_superblock_record_device *rec =
+		blk + WB_BLOCK_SIZE - WB_SECTOR_SIZE;
+
+	memset(blk, 0, WB_BLOCK_SIZE);
+	rec->last_writeback_segment_id =
+		cpu_to_le64(READ_ONCE(wb->last_writeback_id));
+	wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
+		   WB_SB_RECORD_SECTOR + 1 - WB_BLOCK_SECTORS, blk,
+		   WB_BLOCK_SIZE);
+}
+
+int wb_periodic_daemon(void *data)
+{
+	struct wb_device *wb = data;
+	unsigned long last_sync = jiffies, last_record = jiffies;
+	void *blk = (void *)__get_free_page(GFP_KERNEL);
+
+	while (!kthread_should_stop()) {
+		unsigned int sync, rec;
+
+		schedule_timeout_interruptible(HZ);
+		if (wb_dead(wb))
+			continue;
+
+		sync = READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]);
+		if (!sync) {
+			last_sync = jiffies;
+		} else if (time_after_eq(jiffies, last_sync + sync * HZ)) {
+			last_sync = jiffies;
+			/* The flusher writes it with PREFLUSH and FUA. */
+			mutex_lock(&wb->lock);
+			wb_seal(wb);
+			mutex_unlock(&wb->lock);
+		}
+
+		rec = READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]);
+		if (!rec) {
+			last_record = jiffies;
+		} else if (blk && time_after_eq(jiffies, last_record + rec * HZ)) {
+			last_record = jiffies;
+			wb_update_sb_record(wb, blk);
+		}
+	}
+	free_page((unsigned long)blk);
+	return 0;
+}

@@ -1,0 +1,610 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-wbkit-metadata.c - I/O helpers, the dead state, the hash table, cache
+ * formatting, log replay and the segment flusher.
+ *
+ * The format and the replay rules are docs/FORMAT.md; the structures are
+ * format/wbkit_format.h.
+ */
+#include <linux/crc32c.h>
+#include <linux/delay.h>
+#include <linux/hash.h>
+#include <linux/highmem.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "dm-wbkit.h"
+
+/*
+ * CRC-32C (Castagnoli) of bytes [512, 4096 * (length + 1)) of a segment:
+ * the metablock area and the data blocks. Stored little-endian.
+ */
+u32 wb_checksum(const void *seg_buf, u8 length)
+{
+	return ~crc32c(0xffffffff, seg_buf + WB_SEGMENT_HEADER_SIZE,
+		       wb_seg_bytes(length) - WB_SEGMENT_HEADER_SIZE);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The dead state (fail-stop, like dm-writecache) */
+
+static const char *wb_dev_name(enum wb_dev_kind dev)
+{
+	return dev == WB_DEV_CACHE ? "cache" : "backing";
+}
+
+/*
+ * Records the first fatal error and kills the target. Callable from any
+ * context, including bio completion. The first caller wins the cmpxchg and
+ * is the only one that logs; the state never clears.
+ */
+void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
+		 u64 sector, int err)
+{
+	if (!err)
+		err = -EIO;
+	if (cmpxchg(&wb->dead_err, 0, err) != 0)
+		return;
+
+	wb->cause.err = err;
+	wb->cause.dev = dev;
+	wb->cause.op = op;
+	wb->cause.sector = sector;
+	smp_mb__before_atomic();
+	set_bit(WB_F_DEAD, &wb->flags);
+
+	if (err != -EIO)
+		DMWARN("unexpected error %d from the %s device, treated as fatal",
+		       err, wb_dev_name(dev));
+	DMERR("%s device %s error %d at sector %llu: target is dead, all I/O now fails",
+	      wb_dev_name(dev), op, err, (unsigned long long)sector);
+
+	wake_up_all(&wb->wait);
+	wake_up_all(&wb->wb_wait);
+}
+
+/* ---------------------------------------------------------------------- */
+/* I/O helpers. Buffers are kmalloc'ed, page or vmalloc memory. */
+
+static struct page *wb_buf_page(void *p)
+{
+	return is_vmalloc_addr(p) ? vmalloc_to_page(p) : virt_to_page(p);
+}
+
+static struct bio *wb_build_bio(struct wb_device *wb, enum wb_dev_kind dev,
+				blk_opf_t opf, sector_t sector, void *buf,
+				unsigned int len)
+{
+	unsigned int nr = DIV_ROUND_UP(offset_in_page(buf) + len, PAGE_SIZE);
+	struct bio *bio;
+
+	bio = bio_alloc(wb_bdev(wb, dev), len ? nr : 0, opf, GFP_NOIO);
+	bio->bi_iter.bi_sector = sector;
+	while (len) {
+		unsigned int off = offset_in_page(buf);
+		unsigned int chunk = min_t(unsigned int, len, PAGE_SIZE - off);
+
+		/* Cannot fail: the bio has a vector per page. */
+		__bio_add_page(bio, wb_buf_page(buf), chunk, off);
+		buf += chunk;
+		len -= chunk;
+	}
+	return bio;
+}
+
+static const char *wb_op_name(blk_opf_t opf)
+{
+	return op_is_write(opf) ? "write" : "read";
+}
+
+/*
+ * Synchronous I/O. -ENOMEM is waited out and retried; any other error
+ * kills the target. Nothing is issued once the target is dead.
+ */
+int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
+	       sector_t sector, void *buf, unsigned int len)
+{
+	bool vm = is_vmalloc_addr(buf);
+	struct bio *bio;
+	int err;
+
+	for (;;) {
+		if (wb_dead(wb))
+			return -EIO;
+		if (vm && op_is_write(opf))
+			flush_kernel_vmap_range(buf, len);
+		bio = wb_build_bio(wb, dev, opf, sector, buf, len);
+		err = submit_bio_wait(bio);
+		bio_put(bio);
+		if (err != -ENOMEM)
+			break;
+		msleep(100);
+	}
+	if (err) {
+		wb_set_dead(wb, dev, wb_op_name(opf), sector, err);
+		return err;
+	}
+	if (vm && !op_is_write(opf))
+		invalidate_kernel_vmap_range(buf, len);
+	return 0;
+}
+
+int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev)
+{
+	int err;
+
+	for (;;) {
+		if (wb_dead(wb))
+			return -EIO;
+		err = blkdev_issue_flush(wb_bdev(wb, dev));
+		if (err != -ENOMEM)
+			break;
+		msleep(100);
+	}
+	if (err)
+		wb_set_dead(wb, dev, "flush", 0, err);
+	return err;
+}
+
+/* Asynchronous I/O: submit any number, then wait for all. */
+void wb_aio_init(struct wb_aio *aio)
+{
+	atomic_set(&aio->pending, 1);
+	aio->err = 0;
+	aio->err_sector = 0;
+	init_completion(&aio->done);
+}
+
+static void wb_aio_put(struct wb_aio *aio)
+{
+	if (atomic_dec_and_test(&aio->pending))
+		complete(&aio->done);
+}
+
+static void wb_aio_endio(struct bio *bio)
+{
+	struct wb_aio *aio = bio->bi_private;
+
+	if (bio->bi_status &&
+	    cmpxchg(&aio->err, 0, blk_status_to_errno(bio->bi_status)) == 0)
+		aio->err_sector = bio->bi_iter.bi_sector;
+	bio_put(bio);
+	wb_aio_put(aio);
+}
+
+void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
+		   enum wb_dev_kind dev, blk_opf_t opf, sector_t sector,
+		   void *buf, unsigned int len)
+{
+	struct bio *bio;
+
+	if (wb_dead(wb)) {
+		cmpxchg(&aio->err, 0, -EIO);
+		return;
+	}
+	if (is_vmalloc_addr(buf) && op_is_write(opf))
+		flush_kernel_vmap_range(buf, len);
+	bio = wb_build_bio(wb, dev, opf, sector, buf, len);
+	bio->bi_private = aio;
+	bio->bi_end_io = wb_aio_endio;
+	atomic_inc(&aio->pending);
+	submit_bio(bio);
+}
+
+int wb_aio_wait(struct wb_aio *aio)
+{
+	wb_aio_put(aio);
+	wait_for_completion_io(&aio->done);
+	return aio->err;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Hash table: backing block -> newest dirty copy not yet written back */
+
+static struct hlist_head *wb_ht_head(struct wb_device *wb, sector_t block)
+{
+	return &wb->htable[hash_64(block >> 3, wb->htable_bits)];
+}
+
+struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block)
+{
+	struct wb_metablock *mb;
+
+	hlist_for_each_entry(mb, wb_ht_head(wb, block), ht_node)
+		if (mb->sector == block)
+			return mb;
+	return NULL;
+}
+
+void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb)
+{
+	hlist_add_head(&mb->ht_node, wb_ht_head(wb, mb->sector));
+	wb->nr_dirty++;
+}
+
+void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb)
+{
+	hlist_del_init(&mb->ht_node);
+	wb->nr_dirty--;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Format */
+
+/*
+ * FORMAT.md's order: zero the superblock region, zero the first 4 KiB of
+ * every slot, flush, then write the magic with FUA. A crash before the magic
+ * is durable leaves an unformatted cache that is formatted again; a cache
+ * with a valid magic never holds stale headers of an older format.
+ */
+static int wb_format(struct wb_device *wb, char **error)
+{
+	struct wb_superblock_header_device *sb;
+	void *zero = (void *)get_zeroed_page(GFP_KERNEL);
+	struct wb_aio aio;
+	sector_t s;
+	u64 k;
+	int err;
+
+	if (!zero) {
+		*error = "Cannot allocate memory to format the cache device";
+		return -ENOMEM;
+	}
+	DMINFO("formatting the cache device (%llu segments)",
+	       (unsigned long long)wb->nr_segments);
+
+	wb_aio_init(&aio);
+	for (s = 0; s < WB_SUPERBLOCK_SECTORS; s += WB_BLOCK_SECTORS)
+		wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE, s, zero,
+			      WB_BLOCK_SIZE);
+	for (k = 0; k < wb->nr_segments; k++) {
+		wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE,
+			      wb_slot_start_sector(k), zero, WB_BLOCK_SIZE);
+		cond_resched();
+	}
+	err = wb_aio_wait(&aio);
+	if (err) {
+		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
+		goto io_error;
+	}
+
+	/* The zeroed headers are durable before the magic makes them valid. */
+	err = wb_flush_dev(wb, WB_DEV_CACHE);
+	if (err)
+		goto io_error;
+
+	sb = zero;
+	sb->magic = cpu_to_le32(WB_MAGIC);
+	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA, 0, zero,
+			 WB_BLOCK_SIZE);
+	if (err)
+		goto io_error;
+	free_page((unsigned long)zero);
+	return 0;
+
+io_error:
+	*error = "I/O error while formatting the cache device";
+	free_page((unsigned long)zero);
+	return err;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Replay */
+
+/* Writes the sectors in bits of a block held in buf to the backing device. */
+static int wb_write_runs(struct wb_device *wb, sector_t block, u8 bits,
+			 void *buf)
+{
+	unsigned int i = 0, j;
+	int err;
+
+	while (i < WB_BLOCK_SECTORS) {
+		if (!(bits & (1U << i))) {
+			i++;
+			continue;
+		}
+		for (j = i; j < WB_BLOCK_SECTORS && (bits & (1U << j)); j++)
+			;
+		err = wb_sync_io(wb, WB_DEV_BACKING, REQ_OP_WRITE, block + i,
+				 buf + (i << WB_SECTOR_SHIFT),
+				 (j - i) << WB_SECTOR_SHIFT);
+		if (err)
+			return err;
+		i = j;
+	}
+	return 0;
+}
+
+/* Bits of a block that lie inside the target. */
+static u8 wb_bits_in_range(struct wb_device *wb, sector_t block)
+{
+	sector_t len = wb->ti->len;
+
+	if (block + WB_BLOCK_SECTORS <= len)
+		return WB_ALL_DIRTY;
+	return (u8)((1U << (len - block)) - 1);
+}
+
+/*
+ * Applies one valid segment (FORMAT.md, replay step 3): per block the newest
+ * entry wins. A newer partial entry keeps the older entry's other dirty
+ * sectors; like upstream, those are written to the backing device now, so
+ * that the hash table only ever needs the newest copy of a block. A newer
+ * clean entry makes the older dirty data obsolete.
+ */
+static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
+			    void *buf, bool *wrote_backing)
+{
+	struct wb_segment_header_device *hdr = buf;
+	unsigned int j;
+	int err;
+
+	seg->id = le64_to_cpu(hdr->id);
+	seg->length = hdr->length;
+	for (j = 0; j < seg->length; j++) {
+		struct wb_metablock_device *md = buf + WB_METABLOCK_OFFSET(j);
+		struct wb_metablock *mb = &seg->mb[j];
+		struct wb_metablock *old;
+		u8 bits = md->dirty_bits;
+
+		mb->sector = le64_to_cpu(md->sector);
+		mb->dirty_bits = bits;
+		/* Never trust the disk: a block must lie inside the target. */
+		if ((mb->sector & (WB_BLOCK_SECTORS - 1)) ||
+		    mb->sector >= wb->ti->len) {
+			DMWARN_LIMIT("segment %llu block %u names sector %llu outside the target: ignored",
+				     (unsigned long long)seg->id, j,
+				     (unsigned long long)mb->sector);
+			mb->dirty_bits = 0;
+			continue;
+		}
+		bits &= wb_bits_in_range(wb, mb->sector);
+		mb->dirty_bits = bits;
+
+		old = wb_ht_lookup(wb, mb->sector);
+		if (old) {
+			u8 keep = bits ? (old->dirty_bits & ~bits) : 0;
+
+			if (keep) {
+				err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+						 wb_mb_cache_sector(wb, old),
+						 wb->bounce2, WB_BLOCK_SIZE);
+				if (err)
+					return err;
+				err = wb_write_runs(wb, old->sector, keep,
+						    wb->bounce2);
+				if (err)
+					return err;
+				*wrote_backing = true;
+			}
+			wb_ht_del(wb, old);
+		}
+		if (bits)
+			wb_ht_add(wb, mb);
+	}
+	return 0;
+}
+
+/*
+ * Replay, FORMAT.md steps 1-4: find the largest id, walk the ring from the
+ * oldest slot, stop at the first bad checksum, apply, then infer
+ * last_writeback_id from last_flushed_id and the superblock record.
+ */
+static int wb_replay(struct wb_device *wb, char **error)
+{
+	struct wb_segment_header_device *hdr;
+	void *buf = wb->rambuf[0];
+	bool wrote_backing = false;
+	u64 max_id = 0, last_id = 0, record, lw, k, i, start;
+	int err;
+
+	for (k = 0; k < wb->nr_segments; k++) {
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+				 wb_slot_start_sector(k), wb->bounce,
+				 WB_BLOCK_SIZE);
+		if (err)
+			goto io_error;
+		hdr = wb->bounce;
+		max_id = max_t(u64, max_id, le64_to_cpu(hdr->id));
+		cond_resched();
+	}
+
+	start = max_id ? wb_id_to_slot(wb, max_id + 1) : 0;
+	for (i = 0; max_id && i < wb->nr_segments; i++) {
+		u64 id;
+		u32 slot;
+		u8 length;
+
+		div64_u64_rem(start + i, wb->nr_segments, &k);
+		slot = (u32)k;
+		hdr = buf;
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+				 wb_slot_start_sector(slot), buf, WB_BLOCK_SIZE);
+		if (err)
+			goto io_error;
+		id = le64_to_cpu(hdr->id);
+		if (!id)
+			continue;
+		length = hdr->length;
+		if (length > WB_BLOCKS_PER_SEGMENT) {
+			DMWARN("segment %llu in slot %u has length %u: the log ends at segment %llu",
+			       (unsigned long long)id, slot, length,
+			       (unsigned long long)last_id);
+			break;
+		}
+		if (length) {
+			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+					 wb_data_block_sector(slot, 0),
+					 buf + WB_BLOCK_SIZE,
+					 length * WB_BLOCK_SIZE);
+			if (err)
+				goto io_error;
+		}
+		if (wb_checksum(buf, length) != le32_to_cpu(hdr->checksum)) {
+			DMWARN("segment %llu in slot %u has a bad checksum: the log ends at segment %llu",
+			       (unsigned long long)id, slot,
+			       (unsigned long long)last_id);
+			break;
+		}
+		err = wb_apply_segment(wb, &wb->segs[slot], buf, &wrote_backing);
+		if (err)
+			goto io_error;
+		last_id = id;
+		cond_resched();
+	}
+
+	/* The record: sector 2047, read as the 4 KiB block 2040..2047. */
+	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+			 WB_SB_RECORD_SECTOR + 1 - WB_BLOCK_SECTORS, wb->bounce,
+			 WB_BLOCK_SIZE);
+	if (err)
+		goto io_error;
+	record = le64_to_cpu(((struct wb_superblock_record_device *)
+			      (wb->bounce + WB_BLOCK_SIZE - WB_SECTOR_SIZE))
+			     ->last_writeback_segment_id);
+
+	lw = last_id > wb->nr_segments ? last_id - wb->nr_segments : 0;
+	lw = max(lw, min(record, last_id));
+
+	/* Segments up to lw are on the backing device: nothing in them is dirty. */
+	for (k = 0; k < wb->nr_segments; k++) {
+		struct wb_segment *seg = &wb->segs[k];
+		unsigned int j;
+
+		if (!seg->id || seg->id > lw)
+			continue;
+		for (j = 0; j < seg->length; j++)
+			if (!hlist_unhashed(&seg->mb[j].ht_node))
+				wb_ht_del(wb, &seg->mb[j]);
+	}
+
+	/*
+	 * Older dirty sectors written during the walk must be durable before
+	 * their segments can be written back (and their slots reused).
+	 */
+	if (wrote_backing) {
+		err = wb_flush_dev(wb, WB_DEV_BACKING);
+		if (err)
+			goto io_error;
+	}
+
+	wb->last_sealed_id = last_id;
+	wb->last_flushed_id = last_id;
+	wb->last_writeback_id = lw;
+	DMINFO("replayed the log: max id %llu, last flushed %llu, last written back %llu, %llu dirty blocks",
+	       (unsigned long long)max_id, (unsigned long long)last_id,
+	       (unsigned long long)lw, (unsigned long long)wb->nr_dirty);
+	return 0;
+
+io_error:
+	*error = "I/O error while replaying the log of the cache device";
+	return err;
+}
+
+int wb_format_or_replay(struct wb_device *wb, char **error)
+{
+	struct wb_superblock_header_device *sb = wb->bounce;
+	int err;
+
+	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, 0, wb->bounce,
+			 WB_BLOCK_SIZE);
+	if (err) {
+		*error = "Cannot read the superblock of the cache device";
+		return err;
+	}
+	if (le32_to_cpu(sb->magic) != WB_MAGIC) {
+		err = wb_format(wb, error);
+		if (err)
+			return err;
+		wb->last_sealed_id = 0;
+		wb->last_flushed_id = 0;
+		wb->last_writeback_id = 0;
+		return 0;
+	}
+	return wb_replay(wb, error);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Sealing and flushing segments */
+
+/*
+ * Hands the open segment to the flusher. Called with wb->lock held; an
+ * empty open segment stays open.
+ */
+void wb_seal(struct wb_device *wb)
+{
+	struct wb_segment *seg = wb->cur;
+
+	if (!seg || !seg->length)
+		return;
+	wb->cur = NULL;
+	WRITE_ONCE(wb->last_sealed_id, seg->id);
+	if (seg->length < WB_BLOCKS_PER_SEGMENT)
+		atomic64_inc(&wb->nr_partial_flushed);
+	list_add_tail(&seg->flush_node, &wb->flush_queue);
+	queue_work(wb->flush_wq, &wb->flush_work);
+}
+
+/*
+ * Writes sealed segments to the cache device, one at a time, in id order
+ * (the workqueue is ordered and the queue is in id order).
+ */
+void wb_flush_work(struct work_struct *work)
+{
+	struct wb_device *wb = container_of(work, struct wb_device, flush_work);
+	struct wb_segment_header_device *hdr;
+	struct wb_segment *seg;
+	sector_t start;
+	void *buf;
+	int err;
+
+	for (;;) {
+		mutex_lock(&wb->lock);
+		seg = list_first_entry_or_null(&wb->flush_queue,
+					       struct wb_segment, flush_node);
+		if (seg)
+			list_del_init(&seg->flush_node);
+		mutex_unlock(&wb->lock);
+		if (!seg)
+			return;
+
+		/* Sealed: nothing writes to buf any more; readers may copy. */
+		buf = seg->buf;
+		start = wb_slot_start_sector(seg->slot);
+		hdr = buf;
+		hdr->id = cpu_to_le64(seg->id);
+		hdr->length = seg->length;
+		hdr->checksum = cpu_to_le32(wb_checksum(buf, seg->length));
+
+		/*
+		 * First invalidate the slot's old header (its segment of the
+		 * previous lap is written back already). Were the old header
+		 * left in place, a torn write below could put new data behind
+		 * it; the slot is the oldest of the ring, so its bad checksum
+		 * would end the log at its very start on replay.
+		 */
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE, start,
+				 wb->zero_block, WB_BLOCK_SIZE);
+		/*
+		 * Then header, metablocks and data in one write. PREFLUSH
+		 * makes every earlier segment (and the invalidation) durable
+		 * first, so after a power cut only the newest segment can be
+		 * torn; FUA makes this one durable when it completes, which is
+		 * what a waiting REQ_PREFLUSH/REQ_FUA bio needs.
+		 */
+		if (!err)
+			err = wb_sync_io(wb, WB_DEV_CACHE,
+					 REQ_OP_WRITE | REQ_PREFLUSH | REQ_FUA,
+					 start, buf, wb_seg_bytes(seg->length));
+
+		mutex_lock(&wb->lock);
+		seg->buf = NULL;
+		wb->free_rambuf[wb->nr_free_rambuf++] = buf;
+		if (!err)
+			WRITE_ONCE(wb->last_flushed_id, seg->id);
+		mutex_unlock(&wb->lock);
+		wake_up_all(&wb->wait);
+		wake_up(&wb->wb_wait);
+	}
+}
