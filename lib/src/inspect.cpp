@@ -38,8 +38,8 @@ std::string stop_text(const LogScan& scan)
 	case StopReason::checksum_mismatch:
 	case StopReason::unreadable: {
 		const SlotInfo& info = scan.slots[*scan.stop_slot];
-		return fmt::format("stops at slot {} (segment {}): {}", *scan.stop_slot, info.id,
-				   slot_state_name(info.state));
+		return fmt::format("stops at slot {} (segment {}{}): {}", *scan.stop_slot, info.id,
+				   info.id == scan.max_id ? ", the newest" : "", slot_state_name(info.state));
 	}
 	}
 	return "unknown";

@@ -1,0 +1,78 @@
+"""Shared fixtures for the command-line tests of every wbkit tool.
+
+The build directory comes from WBKIT_BUILD (ctest sets it)."""
+import hashlib
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
+TOOLS = ("wbdump", "wbreplay", "wbrecover")
+
+
+def build_path() -> pathlib.Path:
+    env = os.environ.get("WBKIT_BUILD")
+    return pathlib.Path(env) if env else ROOT / "build"
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> pathlib.Path:
+    path = build_path()
+    if not (path / "tools" / "wbdump" / "wbdump").exists():
+        pytest.fail(f"no wbdump under {path}: build first, or set WBKIT_BUILD")
+    return path
+
+
+def tool_path(name: str) -> pathlib.Path:
+    return build_path() / "tools" / name / name
+
+
+def existing_tools():
+    return [name for name in TOOLS if tool_path(name).exists()]
+
+
+def run(args, **kwargs) -> subprocess.CompletedProcess:
+    """Runs a tool with a time limit: a hang is a failure, not a stuck CI."""
+    kwargs.setdefault("timeout", 120)
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kwargs)
+
+
+def sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def decompress(src: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
+    subprocess.run(["zstd", "-q", "-d", "-f", str(src), "-o", str(dest)], check=True)
+    return dest
+
+
+def synthetic_fixtures():
+    return sorted(p for p in (FIXTURES / "synthetic").iterdir() if (p / "cache.img.zst").exists())
+
+
+def upstream_fixtures():
+    base = FIXTURES / "upstream"
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if (p / "cache.img.zst").exists())
+
+
+@pytest.fixture
+def wbsynth(build_dir):
+    """Makes a synthetic cache (and backing) image; returns their paths."""
+
+    def make(tmp: pathlib.Path, *extra, name="cache"):
+        cache = tmp / f"{name}.img"
+        backing = tmp / f"{name}-backing.img"
+        result = run([build_dir / "tests" / "support" / "wbsynth", "--cache", cache, "--backing", backing, *extra])
+        assert result.returncode == 0, result.stderr
+        return cache, backing
+
+    return make
