@@ -193,6 +193,22 @@ int FaultInjectingDevice::write_at(std::uint64_t offset, std::span<const std::by
 	return inner_->write_at(offset, buf);
 }
 
+int MemoryDevice::read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept
+{
+	if (offset > bytes_.size() || buf.size() > bytes_.size() - offset)
+		return EIO;
+	std::memcpy(buf.data(), bytes_.data() + offset, buf.size());
+	return 0;
+}
+
+int MemoryDevice::write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept
+{
+	if (offset > bytes_.size() || buf.size() > bytes_.size() - offset)
+		return ENOSPC;
+	std::memcpy(bytes_.data() + offset, buf.data(), buf.size());
+	return 0;
+}
+
 AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size)
 {
 	if (size == 0)

@@ -84,6 +84,25 @@ private:
 	std::uint64_t failed_writes_ = 0;
 };
 
+// A device in memory: fuzzing, tests, and images built on the fly.
+class MemoryDevice : public Device {
+public:
+	MemoryDevice(std::string name, std::vector<std::byte> bytes) : name_(std::move(name)), bytes_(std::move(bytes)) {}
+
+	std::vector<std::byte>& bytes() noexcept { return bytes_; }
+	const std::string& path() const noexcept override { return name_; }
+	std::uint64_t size_bytes() const noexcept override { return bytes_.size(); }
+	bool is_block_device() const noexcept override { return false; }
+	DeviceIdentity identity() const noexcept override { return {}; }
+	int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept override;
+	int write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept override;
+	int flush() noexcept override { return 0; }
+
+private:
+	std::string name_;
+	std::vector<std::byte> bytes_;
+};
+
 // A zero-initialised buffer aligned for O_DIRECT (4 KiB).
 class AlignedBuffer {
 public:
