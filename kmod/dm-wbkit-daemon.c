@@ -85,7 +85,11 @@ static void wb_writeback_batch(struct wb_device *wb)
 	lw = wb->last_writeback_id;
 	n = (unsigned int)min_t(u64, wb->last_flushed_id - lw,
 				READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
-	n = clamp_t(unsigned int, n, 1, WB_MAX_BATCH);
+	n = min_t(unsigned int, n, WB_MAX_BATCH);
+	if (!n) {
+		mutex_unlock(&wb->lock);
+		return;
+	}
 	for (b = 0; b < n; b++) {
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + b);
 

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# dm-wbkit fail-stop: I/O errors injected under the cache device (dm-flakey
+# error_writes, then a dm "error" table) and under the backing device (the
+# same two). Each time the target must go dead with the right cause in
+# status, fail further I/O fast, leave both devices untouched from then on,
+# and still be removable; the kernel log must show no hung task.
+set -euo pipefail
+source "$(dirname "$0")/wbkit-lib.inc"
+wbkit_prepare
+VM_TIMEOUT=420
+
+work=$(mktemp -d "$VM_WORK/wbkit-fail.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+vm_image "$work/backing.img" 32M
+vm_image "$work/cache.img" 16M
+
+rc=0
+vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
+. /lib/wbguest.sh
+wb_load_target wbkit
+LB=$(wb_sectors /dev/vda)
+LC=$(wb_sectors /dev/vdb)
+dev=/dev/mapper/wb
+
+# A fresh target over linear mappings that can be swapped for failing ones.
+setup() {
+	$DD if=/dev/zero of=/dev/vdb bs=4k count=1 oflag=direct 2>/dev/null
+	wb_dm_create backd "0 $LB linear /dev/vda 0"
+	wb_dm_create cached "0 $LC linear /dev/vdb 0"
+	wb_dm_create wb "0 $LB writeboost /dev/mapper/backd /dev/mapper/cached"
+	$WBSTAMP write $dev --seed 41 --ops 300 --size 16M --flush-every 50 --final-flush >/dev/null 2>&1 ||
+		wb_fail "$1: writes before the failure failed"
+}
+# swap <dm name> <table>: the new table takes effect at once.
+swap() {
+	$DMSETUP load "$1" --table "$2" && $DMSETUP resume "$1" || wb_fail "cannot swap $1"
+}
+sums() { echo "$($SHA256SUM </dev/vda | cut -c1-16)-$($SHA256SUM </dev/vdb | cut -c1-16)"; }
+# check <case> <expected cause prefix>: dead, fast failure, frozen devices, removable.
+check() {
+	st=$(wb_dm_status wb)
+	wb_report "status_$1" "$st"
+	case "$st" in
+	*"dead 1 $2"*) wb_report "dead_$1" yes ;;
+	*) wb_report "dead_$1" no ;;
+	esac
+	before=$(sums)
+	t0=$(cut -d. -f1 /proc/uptime)
+	timeout 30 $DD if=$dev of=/dev/null bs=4k count=1 skip=7 iflag=direct 2>/dev/null && wb_report "read_fails_$1" no
+	timeout 30 $DD if=/dev/zero of=$dev bs=4k count=1 seek=9 oflag=direct 2>/dev/null && wb_report "write_fails_$1" no
+	echo x | timeout 30 $DD of=$dev bs=512 count=1 conv=fsync 2>/dev/null && wb_report "flush_fails_$1" no
+	t1=$(cut -d. -f1 /proc/uptime)
+	[ $((t1 - t0)) -le 20 ] && wb_report "fast_$1" yes || wb_report "fast_$1" "no:$((t1 - t0))s"
+	$DMSETUP message wb 0 drop_caches 2>/dev/null && wb_report "drop_fails_$1" no
+	[ "$(sums)" = "$before" ] && wb_report "frozen_$1" yes || wb_report "frozen_$1" no
+	timeout 60 $DMSETUP remove wb && wb_report "removed_$1" yes || wb_report "removed_$1" no
+	$DMSETUP remove backd cached || wb_fail "cannot remove the underlying mappings"
+}
+
+# 1. Cache writes fail: the next segment flush kills the target.
+setup cache_flakey
+swap cached "0 $LC flakey /dev/vdb 0 0 60 1 error_writes"
+$WBSTAMP write $dev --seed 41 --first 301 --ops 600 --size 16M --flush-every 50 >/dev/null 2>&1 &&
+	wb_report "wbstamp_fails_cache_flakey" no
+check cache_flakey "cache:write:"
+
+# 2. The cache device fails everything: a flush request kills the target.
+setup cache_error
+$WBSTAMP write $dev --seed 41 --first 301 --ops 310 --size 16M --flush-every 0 >/dev/null 2>&1
+swap cached "0 $LC error"
+sync
+echo x | $DD of=$dev bs=512 count=1 seek=1 conv=fsync oflag=direct 2>/dev/null && wb_report "flush_fails_early_cache_error" no
+check cache_error "cache:"
+
+# 3. Backing writes fail: writeback (drop_caches) kills the target.
+setup backing_flakey
+swap backd "0 $LB flakey /dev/vda 0 0 60 1 error_writes"
+$DMSETUP message wb 0 drop_caches 2>/dev/null && wb_report "drop_fails_early_backing_flakey" no
+check backing_flakey "backing:write:"
+
+# 4. The backing device fails everything: a read miss kills the target.
+setup backing_error
+swap backd "0 $LB error"
+$DD if=$dev of=/dev/null bs=4k count=1 skip=6000 iflag=direct 2>/dev/null && wb_report "miss_fails_backing_error" no
+check backing_error "backing:read:"
+dmesg | grep -q "blocked for more than" && wb_report hung_task yes || wb_report hung_task no
+GUEST
+echo "fail-stop: ${VM_ELAPSED}s"
+[ "$rc" = 0 ] || exit 1
+fail=0
+for c in cache_flakey cache_error backing_flakey backing_error; do
+	echo "$c: $(vm_result "status_$c")"
+	for k in dead fast frozen removed; do
+		wbkit_expect "${k}_$c" yes || fail=1
+	done
+	for k in read_fails write_fails flush_fails drop_fails wbstamp_fails flush_fails_early drop_fails_early miss_fails; do
+		[ -z "$(vm_result "${k}_$c")" ] || { echo "$c: $k: the operation succeeded on a dead target"; fail=1; }
+	done
+done
+wbkit_expect hung_task no || fail=1
+exit $fail

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# After a fail-stop, the frozen images are recoverable offline: dm-wbkit dies
+# when the cache device starts failing writes, and the host tool wbreplay
+# then brings every write acknowledged before the last completed flush home
+# to the backing image.
+set -euo pipefail
+source "$(dirname "$0")/wbkit-lib.inc"
+wbreplay=$(wbkit_tool wbreplay) || true
+if [ -z "$wbreplay" ]; then
+	echo "skip: wbreplay not built in ${WBKIT_BUILD_DIR:-$WBKIT_ROOT/build}/tools/wbreplay"
+	exit 77
+fi
+wbkit_prepare
+VM_TIMEOUT=420
+
+work=$(mktemp -d "$VM_WORK/wbkit-recover.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+vm_image "$work/backing.img" 32M
+vm_image "$work/cache.img" 12M
+
+W="--seed 45 --ops 3000 --size 32M"
+rc=0
+vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
+. /lib/wbguest.sh
+wb_load_target wbkit
+LC=\$(wb_sectors /dev/vdb)
+wb_dm_create cached "0 \$LC linear /dev/vdb 0"
+wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/mapper/cached"
+\$WBSTAMP write /dev/mapper/wb $W --ops 1500 --flush-every 30 >/dev/null 2>&1 && wb_report write ok || wb_report write failed
+\$DMSETUP load cached --table "0 \$LC flakey /dev/vdb 0 0 60 1 error_writes" && \$DMSETUP resume cached
+\$WBSTAMP write /dev/mapper/wb $W --first 1501 --flush-every 30 >/dev/null 2>&1 && wb_report write_after failed || wb_report write_after ok
+wb_report status_dead "\$(wb_dm_status wb)"
+\$DMSETUP remove wb && wb_report removed yes
+GUEST
+[ "$rc" = 0 ] || exit 1
+echo "dead: $(vm_result status_dead)"
+wbkit_expect write ok && wbkit_expect write_after ok && wbkit_expect removed yes || exit 1
+"$wbreplay" --cache "$work/cache.img" --backing "$work/backing.img" -q || { echo "wbreplay failed"; exit 1; }
+"$VM_WBSTAMP" verify "$work/backing.img" $W --flushed 1500 || { echo "recovered data fails verification"; exit 1; }
+echo "recovered offline: every write before the last completed flush is on the backing image"
