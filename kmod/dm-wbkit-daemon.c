@@ -221,7 +221,12 @@ int wb_periodic_daemon(void *data)
 		unsigned int sync, rec;
 
 		schedule_timeout_interruptible(HZ);
-		if (wb_dead(wb))
+		/*
+		 * A suspended target leaves the cache device alone: the
+		 * record could otherwise name segments whose writeback a
+		 * copy of the backing device taken now does not hold.
+		 */
+		if (wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags))
 			continue;
 
 		sync = READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]);

@@ -195,6 +195,9 @@ static int wb_write(struct wb_device *wb, struct bio *bio, sector_t sector)
 			}
 			wb_ht_del(wb, old);
 		}
+		/* Clean sectors of the block are never read; keep them zero. */
+		if (new_bits != WB_ALL_DIRTY && new_bits == bits)
+			memset(dst, 0, WB_BLOCK_SIZE);
 		mb->sector = block;
 		mb->dirty_bits = new_bits;
 		wb_ht_add(wb, mb);
@@ -677,6 +680,7 @@ static void writeboost_postsuspend(struct dm_target *ti)
 {
 	struct wb_device *wb = ti->private;
 
+	set_bit(WB_F_SUSPENDED, &wb->flags);
 	if (wb_wait_flushed(wb, wb_seal_for_flush(wb)))
 		return;
 	/* Each segment went with FUA already; this covers anything else. */
@@ -687,6 +691,7 @@ static void writeboost_resume(struct dm_target *ti)
 {
 	struct wb_device *wb = ti->private;
 
+	clear_bit(WB_F_SUSPENDED, &wb->flags);
 	wake_up(&wb->wb_wait);
 }
 

@@ -92,7 +92,9 @@ enum wb_tunable {
 	WB_T_NR,
 };
 
-#define WB_F_DEAD	0	/* bit in wb->flags: fail-stop, never clears */
+/* Bits in wb->flags */
+#define WB_F_DEAD	0	/* fail-stop, never clears */
+#define WB_F_SUSPENDED	1	/* between postsuspend and resume */
 
 struct wb_device {
 	struct dm_target *ti;
