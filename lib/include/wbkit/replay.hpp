@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,8 @@ public:
 		bool load_block();
 
 		const ReplayPlan* plan_;
+		// The constructor's pass fills the plan's counters through this.
+		ReplayPlan* accounting_ = nullptr;
 		std::size_t position_ = 0; // into LogScan::index
 		bool have_block_ = false;
 		unsigned next_sector_ = 0;
@@ -150,7 +154,7 @@ struct SegmentUse {
 	SlotState state = SlotState::empty;
 	bool in_log = false;
 	std::uint64_t sectors_replayed = 0;
-	std::string reason; // stable, kebab-case
+	std::string reason{}; // stable, kebab-case
 	bool data_left_behind = false; // readable data the kernel's replay does not take
 };
 
@@ -160,5 +164,29 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan);
 // holds reached the plan. A torn newest segment is not listed: its writes were
 // never acknowledged as flushed.
 std::vector<std::string> replay_shortfalls(const ReplayPlan& plan);
+
+// The checks before anything is written (FORMAT.md's replay needs a formatted
+// cache, a backing device that is not the cache and holds every block the log
+// names). Throws RefusedError; with `force`, the checks that can sensibly be
+// overridden are skipped and returned, worded for the user.
+std::vector<std::string> check_replay_safety(const Device& cache, const Device& backing, const LogScan& scan,
+					     bool force);
+// Refuses when two paths name the same device or file.
+void check_distinct(const Device& a, std::string_view a_role, const Device& b, std::string_view b_role);
+
+// What a wbreplay run did, for its report.
+struct ReplayRun {
+	std::string cache_path;
+	std::string backing_path;
+	bool dry_run = false;
+	std::optional<ReplayResult> result{}; // unset on a dry run
+	bool marked_clean = false;
+	std::string mark_clean_refused{}; // why --mark-clean was not carried out
+	std::vector<std::string> overridden{};
+	std::vector<std::string> shortfalls{};
+};
+
+nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run);
+void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run);
 
 } // namespace wbkit

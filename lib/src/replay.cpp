@@ -1,0 +1,531 @@
+#include "wbkit/replay.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "wbkit/errors.hpp"
+#include "wbkit/inspect.hpp"
+#include "wbkit/progress.hpp"
+#include "wbkit/recover.hpp"
+
+namespace wbkit {
+
+ReplayPlan::ReplayPlan(std::shared_ptr<const LogScan> scan, const ReplayOptions& options)
+	: scan_(std::move(scan)), options_(options),
+	  max_extent_sectors_(std::max<std::uint64_t>(block_sectors, options.max_extent_bytes / sector_size))
+{
+	summary_.segments_in_log = scan_->log.size();
+	for (const LogSegment& seg : scan_->log)
+		summary_.segments_written_back += seg.written_back;
+	sectors_per_segment_.assign(scan_->log.size(), 0);
+
+	// One pass over the plan gives the numbers a dry run prints; the
+	// extents themselves are generated again when they are executed.
+	Cursor cursor(*this);
+	cursor.accounting_ = this;
+	std::uint64_t last_block = ~0ULL;
+	while (auto extent = cursor.next()) {
+		++summary_.extents;
+		summary_.dirty_sectors += extent->sectors;
+		for (std::uint64_t s = extent->backing_sector & ~(block_sectors - 1);
+		     s < extent->backing_sector + extent->sectors; s += block_sectors)
+			if (s != last_block) {
+				++summary_.dirty_blocks;
+				last_block = s;
+			}
+	}
+	summary_.bytes = summary_.dirty_sectors * sector_size;
+	for (std::uint64_t n : sectors_per_segment_)
+		summary_.segments_contributing += n > 0;
+}
+
+bool ReplayPlan::Cursor::load_block()
+{
+	const LogScan& scan = *plan_->scan_;
+	const ReplayOptions& options = plan_->options_;
+	while (position_ < scan.index.size()) {
+		const std::uint64_t block = scan.index[position_].block_sector;
+		mask_ = 0;
+		for (; position_ < scan.index.size() && scan.index[position_].block_sector == block; ++position_) {
+			const SectorSource& source = scan.index[position_];
+			for (unsigned j = 0; j < block_sectors; ++j)
+				if ((source.dirty >> j) & 1u)
+					owner_[j] = std::uint32_t(position_);
+			mask_ |= source.dirty;
+		}
+		if (options.backing_sectors) {
+			const std::uint64_t end = *options.backing_sectors;
+			for (unsigned j = 0; j < block_sectors; ++j) {
+				if (!((mask_ >> j) & 1u) || block + j < end)
+					continue;
+				mask_ = std::uint8_t(mask_ & ~(1u << j));
+				if (accounting_) {
+					++accounting_->summary_.skipped_sectors;
+					if (!accounting_->summary_.first_skipped_sector)
+						accounting_->summary_.first_skipped_sector = block + j;
+				}
+			}
+		}
+		if (mask_ == 0)
+			continue;
+		if (accounting_)
+			for (unsigned j = 0; j < block_sectors; ++j)
+				if ((mask_ >> j) & 1u)
+					++accounting_->sectors_per_segment_[scan.index[owner_[j]].log_index];
+		block_sector_ = block;
+		next_sector_ = 0;
+		have_block_ = true;
+		return true;
+	}
+	return false;
+}
+
+std::optional<ReplayExtent> ReplayPlan::Cursor::next()
+{
+	const LogScan& scan = *plan_->scan_;
+	ReplayExtent extent;
+	for (;;) {
+		if (!have_block_ && !load_block())
+			break;
+		for (; next_sector_ < block_sectors; ++next_sector_) {
+			if (!((mask_ >> next_sector_) & 1u))
+				continue;
+			const std::uint64_t sector = block_sector_ + next_sector_;
+			if (extent.sectors > 0 &&
+			    (sector != extent.backing_sector + extent.sectors || extent.sectors >= plan_->max_extent_sectors_))
+				return extent;
+			if (extent.sectors == 0)
+				extent.backing_sector = sector;
+			const SectorSource& source = scan.index[owner_[next_sector_]];
+			const LogSegment& segment = scan.log[source.log_index];
+			const std::uint64_t cache_offset = scan.source_offset(source) + next_sector_ * sector_size;
+			if (!extent.sources.empty()) {
+				ExtentSource& last = extent.sources.back();
+				if (last.segment_id == segment.id && last.cache_offset + last.sectors * sector_size == cache_offset) {
+					++last.sectors;
+					++extent.sectors;
+					continue;
+				}
+			}
+			extent.sources.push_back(ExtentSource{.cache_offset = cache_offset,
+							      .extent_sector = extent.sectors,
+							      .sectors = 1,
+							      .segment_id = segment.id,
+							      .slot = segment.slot});
+			++extent.sectors;
+		}
+		have_block_ = false;
+	}
+	if (extent.sectors == 0)
+		return std::nullopt;
+	return extent;
+}
+
+void ReplayPlan::for_each_extent(const std::function<void(const ReplayExtent&)>& visit) const
+{
+	Cursor cursor = extents();
+	while (auto extent = cursor.next())
+		visit(*extent);
+}
+
+ReplayPlan replay_plan(std::shared_ptr<const LogScan> scan, const ReplayOptions& options)
+{
+	return ReplayPlan(std::move(scan), options);
+}
+
+ReplayPlan replay_plan(const LogScan& scan, const ReplayOptions& options)
+{
+	return ReplayPlan(std::shared_ptr<const LogScan>(&scan, [](const LogScan*) {}), options);
+}
+
+namespace {
+
+std::uint64_t round_down(std::uint64_t value, std::uint64_t to) { return value / to * to; }
+std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
+
+class Executor {
+public:
+	Executor(const ReplayPlan& plan, Device& cache, Device& destination, const ExecuteOptions& options)
+		: plan_(plan), cache_(cache), destination_(destination), options_(options),
+		  max_bytes_(std::max<std::uint64_t>(block_size, plan.options().max_extent_bytes / sector_size * sector_size)),
+		  buffer_(max_bytes_ + 2 * block_size), bounce_(max_bytes_ + 2 * block_size)
+	{
+	}
+
+	ReplayResult run()
+	{
+		const std::uint64_t total = plan_.summary().bytes;
+		plan_.for_each_extent([&](const ReplayExtent& extent) {
+			bad_.assign(extent.sectors, false);
+			bool any_bad = false;
+			for (const ExtentSource& source : extent.sources)
+				any_bad |= !read_source(extent, source);
+			if (!any_bad) {
+				write(extent.backing_sector, buffer_.span().first(extent.bytes()));
+			} else {
+				// Write the runs of sectors whose cache copy could be read.
+				for (std::uint64_t s = 0; s < extent.sectors;) {
+					if (bad_[s]) {
+						++s;
+						continue;
+					}
+					std::uint64_t e = s;
+					while (e < extent.sectors && !bad_[e])
+						++e;
+					write(extent.backing_sector + s,
+					      buffer_.span().subspan(s * sector_size, (e - s) * sector_size));
+					s = e;
+				}
+			}
+			++result_.extents_written;
+			done_ += extent.bytes();
+			if (options_.progress)
+				options_.progress(ReplayProgress{.bytes_done = done_, .bytes_total = total});
+		});
+		// Ordering: nothing is reported as replayed before the destination has it on stable media.
+		destination_.flush_or_throw();
+		if (options_.unaligned_destination && options_.unaligned_destination != &destination_)
+			options_.unaligned_destination->flush_or_throw();
+		return result_;
+	}
+
+private:
+	// Returns false when some sectors could not be read (marked in bad_).
+	bool read_source(const ReplayExtent& extent, const ExtentSource& source)
+	{
+		std::span<std::byte> dest = buffer_.span().subspan(source.extent_sector * sector_size, source.sectors * sector_size);
+		const std::uint64_t align = cache_.required_alignment();
+		const std::uint64_t begin = round_down(source.cache_offset, align);
+		const std::uint64_t end = round_up(source.cache_offset + dest.size(), align);
+		const bool direct_ok = begin == source.cache_offset && end == source.cache_offset + dest.size() &&
+				       reinterpret_cast<std::uintptr_t>(dest.data()) % align == 0;
+		std::span<std::byte> target = direct_ok ? dest : bounce_.span().first(end - begin);
+		++result_.read_requests;
+		int err = cache_.read_at(begin, target);
+		if (err && !options_.on_failure)
+			throw IoError(fmt::format("reading {} bytes of segment {} at cache offset {} failed", target.size(),
+						  source.segment_id, begin),
+				      cache_.path(), err);
+		bool complete = true;
+		if (err) {
+			complete = read_tolerant(cache_, begin, target, options_.retries, [&](std::uint64_t offset, std::uint64_t length) {
+				// Map the unreadable cache bytes back to the extent's sectors.
+				const std::uint64_t lo = std::max(offset, source.cache_offset);
+				const std::uint64_t hi = std::min(offset + length, source.cache_offset + dest.size());
+				if (lo >= hi)
+					return;
+				const std::uint64_t first = (lo - source.cache_offset) / sector_size;
+				const std::uint64_t last = (hi - source.cache_offset + sector_size - 1) / sector_size;
+				for (std::uint64_t s = first; s < last; ++s)
+					bad_[source.extent_sector + s] = true;
+				report(extent.backing_sector + source.extent_sector + first, last - first,
+				       ReplayFailure::cache_unreadable);
+			});
+		}
+		if (!direct_ok)
+			std::memcpy(dest.data(), target.data() + (source.cache_offset - begin), dest.size());
+		return complete;
+	}
+
+	void write(std::uint64_t backing_sector, std::span<const std::byte> data)
+	{
+		const std::uint64_t offset = backing_sector * sector_size;
+		const std::uint64_t align = destination_.required_alignment();
+		Device* device = &destination_;
+		const bool aligned = offset % align == 0 && data.size() % align == 0 &&
+				     reinterpret_cast<std::uintptr_t>(data.data()) % align == 0;
+		if (!aligned) {
+			if (!options_.unaligned_destination)
+				return read_modify_write(offset, data);
+			device = options_.unaligned_destination;
+		}
+		++result_.write_requests;
+		int err = device->write_at(offset, data);
+		if (!err) {
+			result_.bytes_written += data.size();
+			return;
+		}
+		if (!options_.on_failure)
+			throw IoError(fmt::format("writing {} bytes at backing sector {} failed", data.size(), backing_sector),
+				      device->path(), err);
+		std::uint64_t failed = 0;
+		write_tolerant(*device, offset, data, options_.retries, [&](std::uint64_t bad, std::uint64_t length) {
+			failed += length;
+			report(bad / sector_size, length / sector_size, ReplayFailure::write_failed);
+		});
+		result_.bytes_written += data.size() - failed;
+	}
+
+	// O_DIRECT takes only whole aligned blocks: widen to them with the
+	// destination's current bytes around the extent.
+	void read_modify_write(std::uint64_t offset, std::span<const std::byte> data)
+	{
+		const std::uint64_t align = destination_.required_alignment();
+		const std::uint64_t begin = round_down(offset, align);
+		const std::uint64_t end = round_up(offset + data.size(), align);
+		std::span<std::byte> window = bounce_.span().first(end - begin);
+		++result_.read_requests;
+		int err = destination_.read_at(begin, window);
+		if (!err) {
+			std::memcpy(window.data() + (offset - begin), data.data(), data.size());
+			++result_.write_requests;
+			err = destination_.write_at(begin, window);
+		}
+		if (!err) {
+			result_.bytes_written += data.size();
+			return;
+		}
+		if (!options_.on_failure)
+			throw IoError(fmt::format("read-modify-write of {} bytes at offset {} failed", window.size(), begin),
+				      destination_.path(), err);
+		report(offset / sector_size, data.size() / sector_size, ReplayFailure::write_failed);
+	}
+
+	void report(std::uint64_t backing_sector, std::uint64_t sectors, ReplayFailure kind)
+	{
+		result_.failed_sectors += sectors;
+		options_.on_failure(backing_sector, sectors, kind);
+	}
+
+	const ReplayPlan& plan_;
+	Device& cache_;
+	Device& destination_;
+	const ExecuteOptions& options_;
+	std::uint64_t max_bytes_;
+	AlignedBuffer buffer_;
+	AlignedBuffer bounce_;
+	std::vector<bool> bad_;
+	std::uint64_t done_ = 0;
+	ReplayResult result_;
+};
+
+} // namespace
+
+ReplayResult execute_replay(const ReplayPlan& plan, Device& cache, Device& destination, const ExecuteOptions& options)
+{
+	return Executor(plan, cache, destination, options).run();
+}
+
+void mark_cache_clean(Device& cache, const LogScan& scan)
+{
+	AlignedBuffer sector(sector_size);
+	write_superblock_record(sector.span(), scan.last_flushed_id);
+	cache.write_exact(WB_SB_RECORD_OFFSET, sector.span());
+	cache.flush_or_throw();
+}
+
+std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)
+{
+	const LogScan& scan = plan.scan();
+	std::vector<std::uint32_t> log_position(scan.slots.size(), ~0u);
+	for (std::size_t i = 0; i < scan.log.size(); ++i)
+		log_position[scan.log[i].slot] = std::uint32_t(i);
+
+	std::vector<SegmentUse> uses;
+	if (scan.slots.empty())
+		return uses;
+	// Ring order from the oldest, as the replay walks.
+	const std::uint64_t nr = scan.slots.size();
+	const std::uint64_t start = scan.max_id % nr;
+	bool after_stop = false;
+	for (std::uint64_t step = 0; step < nr; ++step) {
+		const std::uint64_t slot = (start + step) % nr;
+		const SlotInfo& info = scan.slots[slot];
+		if (info.state == SlotState::empty)
+			continue;
+		SegmentUse use{.slot = slot, .id = info.id, .state = info.state, .in_log = info.in_log};
+		if (scan.stop_slot && *scan.stop_slot == slot)
+			after_stop = true;
+		if (info.in_log) {
+			const std::uint32_t pos = log_position[slot];
+			use.sectors_replayed = plan.sectors_per_segment()[pos];
+			if (scan.log[pos].written_back)
+				use.reason = "already-written-back";
+			else if (use.sectors_replayed > 0)
+				use.reason = "replayed";
+			else
+				use.reason = "superseded";
+		} else if (scan.stop_slot && *scan.stop_slot == slot) {
+			const bool newest = info.id == scan.max_id;
+			switch (info.state) {
+			case SlotState::checksum_mismatch:
+				use.reason = newest ? "torn-newest-segment" : "checksum-mismatch";
+				break;
+			case SlotState::header_unreadable:
+			case SlotState::data_unreadable:
+				use.reason = "unreadable";
+				break;
+			case SlotState::legacy_checksum:
+				use.reason = "legacy-checksum";
+				break;
+			default:
+				use.reason = std::string(slot_state_name(info.state));
+				break;
+			}
+			use.data_left_behind = !newest || info.state != SlotState::checksum_mismatch;
+		} else if (after_stop) {
+			use.reason = "after-stop-point";
+			use.data_left_behind = info.state == SlotState::valid || info.state == SlotState::unverified;
+		} else {
+			use.reason = std::string(slot_state_name(info.state));
+		}
+		uses.push_back(std::move(use));
+	}
+	return uses;
+}
+
+std::vector<std::string> replay_shortfalls(const ReplayPlan& plan)
+{
+	std::vector<std::string> out;
+	const LogScan& scan = plan.scan();
+	if (scan.stop_slot) {
+		const SlotInfo& info = scan.slots[*scan.stop_slot];
+		const bool torn = info.id == scan.max_id && info.state == SlotState::checksum_mismatch;
+		if (!torn)
+			out.push_back(fmt::format("the log stops at slot {} (segment {}, {}): that segment is not replayed",
+						  *scan.stop_slot, info.id, slot_state_name(info.state)));
+	}
+	if (scan.discarded_segments > 0)
+		out.push_back(fmt::format("{} valid segment(s) after the stop point are not replayed (wbrecover --salvage "
+					  "can take them)",
+					  scan.discarded_segments));
+	const ReplaySummary& s = plan.summary();
+	if (s.skipped_sectors > 0)
+		out.push_back(fmt::format("{} dirty sector(s) lie past the end of the backing device (first: sector {}) "
+					  "and are not replayed",
+					  s.skipped_sectors, *s.first_skipped_sector));
+	return out;
+}
+
+void check_distinct(const Device& a, std::string_view a_role, const Device& b, std::string_view b_role)
+{
+	if (a.identity() == b.identity())
+		throw RefusedError(fmt::format("{} ({}) and {} ({}) are the same {}", a_role, a.path(), b_role, b.path(),
+					       a.is_block_device() ? "device" : "file"));
+}
+
+std::vector<std::string> check_replay_safety(const Device& cache, const Device& backing, const LogScan& scan,
+					     bool force)
+{
+	std::vector<std::string> overridden;
+	check_distinct(cache, "the cache", backing, "the backing device");
+	if (scan.geometry.nr_segments == 0)
+		throw RefusedError(fmt::format("{} is not a writeboost cache: {} bytes is smaller than the superblock "
+					       "and one segment ({} bytes)",
+					       cache.path(), cache.size_bytes(), superblock_size + segment_size));
+	if (!scan.superblock_readable)
+		throw RefusedError(fmt::format("{}: the superblock cannot be read; use wbrecover, which tolerates "
+					       "read errors",
+					       cache.path()));
+	if (!scan.superblock.magic_ok) {
+		std::string what = fmt::format("{} has no writeboost magic (found 0x{:08x}): it is unformatted, and "
+					       "the target would format it and replay nothing",
+					       cache.path(), scan.superblock.magic);
+		if (!force)
+			throw RefusedError(what + " (--force reads its log anyway)");
+		overridden.push_back(what);
+	}
+	std::uint64_t beyond = 0;
+	std::optional<Finding> first;
+	for (const Finding& f : scan.findings)
+		if (f.code == FindingCode::metablock_sector_beyond_backing && f.place.slot && scan.slots[*f.place.slot].in_log) {
+			++beyond;
+			if (!first)
+				first = f;
+		}
+	if (beyond > 0) {
+		std::string what = fmt::format("{} metablock(s) of the log name blocks past the end of the backing "
+					       "device {} ({} bytes); first: {}: {}",
+					       beyond, backing.path(), backing.size_bytes(), first->place_text(),
+					       first->message);
+		if (!force)
+			throw RefusedError(what + " (wrong backing device? --force replays the rest)");
+		overridden.push_back(what + "; those sectors are not replayed");
+	}
+	return overridden;
+}
+
+nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run)
+{
+	const LogScan& scan = plan.scan();
+	const ReplaySummary& s = plan.summary();
+	nlohmann::json segments = nlohmann::json::array();
+	for (const SegmentUse& use : segment_uses(plan))
+		segments.push_back({{"slot", use.slot},
+				    {"id", use.id},
+				    {"state", std::string(slot_state_name(use.state))},
+				    {"used", use.in_log},
+				    {"reason", use.reason},
+				    {"sectors_replayed", use.sectors_replayed}});
+	nlohmann::json doc = {
+		{"cache", run.cache_path},
+		{"backing", run.backing_path},
+		{"dry_run", run.dry_run},
+		{"log",
+		 {{"nr_segments", scan.geometry.nr_segments},
+		  {"max_id", scan.max_id},
+		  {"oldest_id", scan.oldest_id()},
+		  {"last_flushed_id", scan.last_flushed_id},
+		  {"last_writeback_id", scan.last_writeback_id},
+		  {"stop_reason", std::string(stop_reason_name(scan.stop_reason))},
+		  {"stop_slot", scan.stop_slot ? nlohmann::json(*scan.stop_slot) : nlohmann::json(nullptr)}}},
+		{"plan",
+		 {{"segments_in_log", s.segments_in_log},
+		  {"segments_written_back", s.segments_written_back},
+		  {"segments_contributing", s.segments_contributing},
+		  {"dirty_blocks", s.dirty_blocks},
+		  {"dirty_sectors", s.dirty_sectors},
+		  {"bytes", s.bytes},
+		  {"extents", s.extents},
+		  {"skipped_sectors", s.skipped_sectors},
+		  {"max_extent_bytes", plan.options().max_extent_bytes}}},
+		{"segments", segments},
+		{"not_replayed", run.shortfalls},
+		{"forced", run.overridden},
+		{"marked_clean", run.marked_clean},
+		{"mark_clean_refused", run.mark_clean_refused.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.mark_clean_refused)},
+	};
+	if (run.result)
+		doc["written"] = {{"bytes", run.result->bytes_written},
+				  {"extents", run.result->extents_written},
+				  {"write_requests", run.result->write_requests},
+				  {"read_requests", run.result->read_requests},
+				  {"backing_flushed", true}};
+	else
+		doc["written"] = nullptr;
+	return doc;
+}
+
+void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run)
+{
+	const LogScan& scan = plan.scan();
+	const ReplaySummary& s = plan.summary();
+	fmt::print(out, "cache    {} ({})\n", run.cache_path, human_bytes(scan.geometry.cache_bytes));
+	fmt::print(out, "backing  {}\n", run.backing_path);
+	if (scan.log.empty())
+		fmt::print(out, "log      empty: nothing to replay\n");
+	else
+		fmt::print(out, "log      segments {}..{} ({} in the log), last_flushed_id {}, last_writeback_id {}, stop: {}\n",
+			   scan.oldest_id(), scan.last_flushed_id, scan.log.size(), scan.last_flushed_id,
+			   scan.last_writeback_id, stop_reason_name(scan.stop_reason));
+	fmt::print(out, "plan     {} dirty block(s), {} dirty sector(s), {} in {} write extent(s) from {} segment(s)\n",
+		   s.dirty_blocks, s.dirty_sectors, human_bytes(s.bytes), s.extents, s.segments_contributing);
+	for (const std::string& o : run.overridden)
+		fmt::print(out, "forced   {}\n", o);
+	if (run.dry_run)
+		out << "dry run: nothing was written\n";
+	else if (run.result)
+		fmt::print(out, "wrote    {} in {} write request(s); the backing device is flushed\n",
+			   human_bytes(run.result->bytes_written), run.result->write_requests);
+	for (const std::string& why : run.shortfalls)
+		fmt::print(out, "NOT REPLAYED: {}\n", why);
+	if (run.marked_clean)
+		fmt::print(out, "marked clean: superblock record = {} (the target will not replay this log again)\n",
+			   scan.last_flushed_id);
+	if (!run.mark_clean_refused.empty())
+		fmt::print(out, "not marked clean: {}\n", run.mark_clean_refused);
+}
+
+} // namespace wbkit

@@ -1,0 +1,144 @@
+// An independent model of what a cache means, for replay and recovery tests:
+// a plain map of backing sector -> newest data, built from the same list of
+// writes that drove the LogWriter. It knows nothing of segments, metablocks
+// or the library's scan, so a replay compared against it checks the whole
+// chain (writer, scan, plan, executor) against the plain meaning of the writes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "temp_image.hpp"
+#include "wbkit/device.hpp"
+#include "wbkit/log_writer.hpp"
+
+namespace wbkit::testing {
+
+using SectorData = std::array<std::byte, 512>;
+
+class SectorModel {
+public:
+	void write(std::uint64_t sector, std::span<const std::byte> data)
+	{
+		for (std::size_t pos = 0; pos < data.size(); pos += 512) {
+			SectorData& s = sectors_[sector + pos / 512];
+			std::memcpy(s.data(), data.data() + pos, 512);
+		}
+	}
+
+	// The device as the target presents it: `base` with every write on top.
+	std::vector<std::byte> image(std::vector<std::byte> base) const
+	{
+		for (const auto& [sector, data] : sectors_)
+			std::memcpy(base.data() + sector * 512, data.data(), 512);
+		return base;
+	}
+
+	std::size_t size() const { return sectors_.size(); }
+
+private:
+	std::map<std::uint64_t, SectorData> sectors_;
+};
+
+struct WorkloadOptions {
+	std::uint64_t backing_bytes = 8 << 20;
+	unsigned writes = 300;
+	unsigned partial_percent = 30; // writes that are not whole aligned blocks
+	unsigned clean_percent = 0;    // clean entries (read-cache fills)
+	unsigned flush_every = 20;     // 0: only the final flush
+	unsigned max_blocks = 6;       // longest write, in 4 KiB blocks
+};
+
+// One write of the workload, kept so tests can rebuild models from subsets.
+struct WorkloadWrite {
+	std::uint64_t sector = 0;
+	std::vector<std::byte> data;
+	bool clean = false;
+	std::uint64_t batch = 0; // flushes before this write
+};
+
+// Drives a LogWriter and the model with the same seeded writes. Clean entries
+// stand for read-cache fills: the target fills only on a miss, so only blocks
+// the workload never wrote get one (an older dirty copy would have been a hit).
+// Their data is put on the backing device directly, as it was there to be read.
+class Workload {
+public:
+	Workload(std::uint64_t seed, const WorkloadOptions& options) : rng_(seed), options_(options) {}
+
+	void run(LogWriter& writer, Device& backing, SectorModel& model)
+	{
+		const std::uint64_t backing_sectors = options_.backing_bytes / 512;
+		for (unsigned i = 0; i < options_.writes; ++i) {
+			WorkloadWrite w;
+			w.batch = batch_;
+			bool clean = options_.clean_percent && rng_() % 100 < options_.clean_percent;
+			std::uint64_t clean_block = 0;
+			if (clean) {
+				clean_block = (rng_() % (backing_sectors / 8)) * 8;
+				clean = !touched_.count(clean_block);
+			}
+			const bool partial = !clean && rng_() % 100 < options_.partial_percent;
+			std::uint64_t sectors;
+			if (partial) {
+				sectors = 1 + rng_() % (options_.max_blocks * 8 - 1);
+				w.sector = rng_() % (backing_sectors - sectors + 1);
+			} else {
+				sectors = clean ? 8 : 8 * (1 + rng_() % options_.max_blocks);
+				w.sector = clean ? clean_block : (rng_() % ((backing_sectors - sectors) / 8 + 1)) * 8;
+			}
+			w.data = pattern_bytes(sectors * 512, rng_());
+			for (std::uint64_t b = w.sector / 8; b <= (w.sector + sectors - 1) / 8; ++b)
+				touched_.insert(b * 8);
+			w.clean = clean;
+			if (clean) {
+				backing.write_exact(w.sector * 512, w.data);
+				writer.write_clean(w.sector, w.data);
+			} else {
+				writer.write(w.sector, w.data);
+			}
+			model.write(w.sector, w.data);
+			writes_.push_back(std::move(w));
+			if (options_.flush_every && (i + 1) % options_.flush_every == 0) {
+				writer.flush();
+				++batch_;
+			}
+		}
+		writer.flush();
+		++batch_;
+	}
+
+	const std::vector<WorkloadWrite>& writes() const { return writes_; }
+
+private:
+	std::mt19937_64 rng_;
+	WorkloadOptions options_;
+	std::uint64_t batch_ = 0;
+	std::vector<WorkloadWrite> writes_;
+	std::set<std::uint64_t> touched_; // blocks written so far
+};
+
+inline std::vector<std::byte> read_all(Device& device)
+{
+	std::vector<std::byte> out(device.size_bytes());
+	device.read_exact(0, out);
+	return out;
+}
+
+// First differing sector, for messages that say where a comparison failed.
+inline std::int64_t first_difference(const std::vector<std::byte>& a, const std::vector<std::byte>& b)
+{
+	if (a.size() != b.size())
+		return -2;
+	for (std::size_t i = 0; i < a.size(); ++i)
+		if (a[i] != b[i])
+			return std::int64_t(i / 512);
+	return -1;
+}
+
+} // namespace wbkit::testing

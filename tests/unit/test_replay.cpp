@@ -1,0 +1,421 @@
+// The replay engine against an independent model of the writes, and the
+// plan's shape (order, merging, bounds), over seeded random workloads.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "replay_model.hpp"
+#include "temp_image.hpp"
+#include "wbkit/errors.hpp"
+#include "wbkit/log_scan.hpp"
+#include "wbkit/log_writer.hpp"
+#include "wbkit/replay.hpp"
+
+using namespace wbkit;
+using namespace wbkit::testing;
+
+namespace {
+
+constexpr std::uint64_t MiB = 1 << 20;
+
+std::uint64_t cache_bytes_for(std::uint64_t segments) { return superblock_size + segments * segment_size; }
+
+struct Images {
+	TempDir dir;
+	std::string cache_path;
+	std::string backing_path;
+	std::unique_ptr<Device> cache;
+	std::unique_ptr<Device> backing;
+	std::vector<std::byte> base;
+
+	Images(std::uint64_t segments, std::uint64_t backing_bytes, std::uint64_t seed)
+	{
+		cache_path = dir.make_image("cache.img", cache_bytes_for(segments));
+		backing_path = dir.make_image("backing.img", backing_bytes);
+		cache = dir.open_rw(cache_path);
+		backing = dir.open_rw(backing_path);
+		base = pattern_bytes(backing_bytes, seed ^ 0xbac1);
+		backing->write_exact(0, base);
+	}
+};
+
+void check_plan_shape(const ReplayPlan& plan, std::uint64_t max_extent_bytes)
+{
+	const LogScan& scan = plan.scan();
+	std::uint64_t previous_end = 0;
+	std::uint64_t sectors = 0;
+	std::uint64_t extents = 0;
+	plan.for_each_extent([&](const ReplayExtent& e) {
+		ASSERT_GT(e.sectors, 0u);
+		ASSERT_GE(e.backing_sector, previous_end) << "extents sorted by destination and disjoint";
+		ASSERT_LE(e.bytes(), std::max<std::uint64_t>(max_extent_bytes, block_size));
+		std::uint64_t covered = 0;
+		for (const ExtentSource& s : e.sources) {
+			ASSERT_EQ(s.extent_sector, covered) << "sources cover the extent in order";
+			covered += s.sectors;
+			// Every source sector is the newest dirty copy of its backing sector.
+			for (std::uint64_t k = 0; k < s.sectors; ++k) {
+				const std::uint64_t sector = e.backing_sector + s.extent_sector + k;
+				const SectorSource* src = scan.find_sector(sector);
+				ASSERT_NE(src, nullptr);
+				const unsigned bit = unsigned(sector - src->block_sector);
+				ASSERT_TRUE((src->dirty >> bit) & 1u);
+				ASSERT_EQ(scan.source_offset(*src) + bit * sector_size, s.cache_offset + k * sector_size);
+			}
+		}
+		ASSERT_EQ(covered, e.sectors);
+		previous_end = e.backing_sector + e.sectors;
+		sectors += e.sectors;
+		++extents;
+	});
+	EXPECT_EQ(sectors, scan.dirty_sectors);
+	EXPECT_EQ(sectors, plan.summary().dirty_sectors);
+	EXPECT_EQ(plan.summary().dirty_blocks, scan.dirty_blocks);
+	EXPECT_EQ(extents, plan.summary().extents);
+}
+
+struct RandomCase {
+	std::uint64_t segments;
+	std::uint64_t backing_bytes;
+	unsigned partial_percent;
+	unsigned clean_percent;
+	bool merge;
+	std::uint64_t max_extent_bytes;
+	bool record;
+};
+
+void run_random_case(const RandomCase& c, std::uint64_t seed)
+{
+	SCOPED_TRACE(fmt::format("seed {} segments {} backing {} partial {}% clean {}% merge {} extent {} record {}", seed,
+				 c.segments, c.backing_bytes, c.partial_percent, c.clean_percent, c.merge,
+				 c.max_extent_bytes, c.record));
+	Images s(c.segments, c.backing_bytes, seed);
+	SectorModel model;
+	std::mt19937_64 rng(seed);
+	{
+		LogWriter writer(*s.cache, {.merge_partial_overwrites = c.merge, .backing = s.backing.get()});
+		Workload workload(seed, {.backing_bytes = c.backing_bytes,
+					 .writes = unsigned(100 + rng() % 400),
+					 .partial_percent = c.partial_percent,
+					 .clean_percent = c.clean_percent,
+					 .flush_every = unsigned(1 + rng() % 40)});
+		workload.run(writer, *s.backing, model);
+		if (c.record && writer.last_flushed_id() > 1) {
+			// The daemon wrote some segments back and recorded it, as update_sb_record_interval does.
+			const std::uint64_t id = 1 + rng() % (writer.last_flushed_id() - 1);
+			writer.write_back_through(id);
+			writer.set_superblock_record(std::max(id, writer.last_writeback_id()));
+		}
+	}
+	const LogScan scan = scan_log(*s.cache);
+	ASSERT_EQ(scan.stop_reason, StopReason::end_of_ring);
+	const ReplayPlan plan = replay_plan(scan, {.max_extent_bytes = c.max_extent_bytes});
+	check_plan_shape(plan, c.max_extent_bytes);
+	const ReplayResult result = execute_replay(plan, *s.cache, *s.backing);
+	EXPECT_EQ(result.bytes_written, plan.summary().bytes);
+	EXPECT_EQ(result.extents_written, plan.summary().extents);
+
+	const auto expected = model.image(s.base);
+	const auto actual = read_all(*s.backing);
+	ASSERT_EQ(first_difference(actual, expected), -1) << "first differing sector";
+
+	// Idempotent: a second replay leaves the same bytes.
+	execute_replay(plan, *s.cache, *s.backing);
+	ASSERT_EQ(first_difference(read_all(*s.backing), expected), -1);
+}
+
+} // namespace
+
+TEST(ReplayModel, RandomWorkloadsAcrossGeometries)
+{
+	const RandomCase cases[] = {
+		// Log larger than the workload: no wrap-around.
+		{64, 4 * MiB, 30, 0, true, 4 * MiB, false},
+		// Tiny rings wrap many times; the writer writes back to the backing device.
+		{1, 2 * MiB, 30, 0, true, 4 * MiB, false},
+		{2, 1 * MiB, 50, 10, true, 64 * 1024, false},
+		{3, 8 * MiB, 0, 0, true, 4 * MiB, true},
+		{5, 512 * 1024, 80, 20, false, 4096, false},
+		{7, 3 * MiB, 40, 10, false, 1 * MiB, true},
+		{17, 16 * MiB, 20, 5, true, 128 * 1024, true},
+		{33, 256 * 1024, 60, 30, true, 4 * MiB, true},
+	};
+	for (const RandomCase& c : cases)
+		for (std::uint64_t seed = 1; seed <= 6; ++seed)
+			run_random_case(c, seed * 7919 + c.segments);
+}
+
+TEST(ReplayModel, MergeOffKeepsOlderEntriesDeciding)
+{
+	// Without the target's merge, a partial overwrite leaves the older entry
+	// deciding the other sectors: the plan takes sectors from two segments.
+	Images s(8, 1 * MiB, 5);
+	SectorModel model;
+	{
+		LogWriter writer(*s.cache, {.merge_partial_overwrites = false, .backing = s.backing.get()});
+		auto full = pattern_bytes(4096, 1);
+		writer.write(64, full);
+		model.write(64, full);
+		writer.flush();
+		auto part = pattern_bytes(1024, 2);
+		writer.write(66, part);
+		model.write(66, part);
+		writer.flush();
+	}
+	const LogScan scan = scan_log(*s.cache);
+	const ReplayPlan plan = replay_plan(scan);
+	ASSERT_EQ(plan.summary().extents, 1u);
+	std::vector<ReplayExtent> extents;
+	plan.for_each_extent([&](const ReplayExtent& e) { extents.push_back(e); });
+	ASSERT_EQ(extents.size(), 1u);
+	EXPECT_EQ(extents[0].sectors, 8u);
+	ASSERT_EQ(extents[0].sources.size(), 3u); // old 2 sectors, new 2 sectors, old 4 sectors
+	EXPECT_EQ(extents[0].sources[0].segment_id, 1u);
+	EXPECT_EQ(extents[0].sources[1].segment_id, 2u);
+	EXPECT_EQ(extents[0].sources[2].segment_id, 1u);
+	execute_replay(plan, *s.cache, *s.backing);
+	EXPECT_EQ(first_difference(read_all(*s.backing), model.image(s.base)), -1);
+}
+
+TEST(ReplayPlan, DenseSequentialWritesMergeIntoBoundedExtents)
+{
+	Images s(40, 16 * MiB, 9);
+	{
+		LogWriter writer(*s.cache, {.backing = s.backing.get()});
+		for (std::uint64_t block = 0; block < 2048; ++block) // 8 MiB, one 4 KiB write each
+			writer.write(block * 8, pattern_bytes(4096, block));
+		writer.flush();
+	}
+	const LogScan scan = scan_log(*s.cache);
+	for (std::uint64_t max : {std::uint64_t(4096), 64 * 1024 * std::uint64_t(1), 1 * MiB, 4 * MiB}) {
+		const ReplayPlan plan = replay_plan(scan, {.max_extent_bytes = max});
+		EXPECT_EQ(plan.summary().dirty_blocks, 2048u);
+		EXPECT_EQ(plan.summary().extents, (8 * MiB + max - 1) / max) << "max " << max;
+		check_plan_shape(plan, max);
+		plan.for_each_extent([&](const ReplayExtent& e) {
+			// Sequential writes fill segments in order: a source runs to the end of a segment.
+			for (const ExtentSource& src : e.sources)
+				EXPECT_LE(src.sectors, std::uint64_t(blocks_per_segment) * block_sectors);
+		});
+	}
+}
+
+TEST(ReplayPlan, WrittenBackSegmentsAreNotReplayed)
+{
+	Images s(4, 1 * MiB, 2);
+	std::uint64_t last;
+	{
+		LogWriter writer(*s.cache, {.backing = s.backing.get()});
+		for (std::uint64_t i = 0; i < 4; ++i) {
+			writer.write(i * 64, pattern_bytes(4096, i));
+			writer.flush();
+		}
+		writer.write_back_through(2);
+		writer.set_superblock_record(2);
+		last = writer.last_flushed_id();
+	}
+	const LogScan scan = scan_log(*s.cache);
+	ASSERT_EQ(scan.last_writeback_id, 2u);
+	const ReplayPlan plan = replay_plan(scan);
+	EXPECT_EQ(plan.summary().segments_in_log, last);
+	EXPECT_EQ(plan.summary().segments_written_back, 2u);
+	EXPECT_EQ(plan.summary().dirty_blocks, 2u);
+	const auto uses = segment_uses(plan);
+	ASSERT_EQ(uses.size(), 4u);
+	EXPECT_EQ(uses[0].reason, "already-written-back");
+	EXPECT_EQ(uses[1].reason, "already-written-back");
+	EXPECT_EQ(uses[2].reason, "replayed");
+	EXPECT_EQ(uses[3].sectors_replayed, 8u);
+	EXPECT_TRUE(replay_shortfalls(plan).empty());
+}
+
+TEST(ReplayPlan, EmptyLogHasNothingToDo)
+{
+	Images s(4, 1 * MiB, 3);
+	{ LogWriter writer(*s.cache); }
+	const LogScan scan = scan_log(*s.cache);
+	const ReplayPlan plan = replay_plan(scan);
+	EXPECT_EQ(plan.summary().extents, 0u);
+	EXPECT_FALSE(plan.extents().next().has_value());
+	const ReplayResult r = execute_replay(plan, *s.cache, *s.backing);
+	EXPECT_EQ(r.write_requests, 0u);
+	EXPECT_EQ(first_difference(read_all(*s.backing), s.base), -1);
+}
+
+TEST(ReplayPlan, SectorsPastTheBackingEndAreSkippedAndCounted)
+{
+	Images s(4, 1 * MiB, 4);
+	{
+		LogWriter writer(*s.cache);
+		writer.write(0, pattern_bytes(4096, 1));
+		writer.write(4096, pattern_bytes(8192, 2)); // sectors 4096..4111
+		writer.flush();
+	}
+	const LogScan scan = scan_log(*s.cache);
+	const ReplayPlan plan = replay_plan(scan, {.backing_sectors = 4100});
+	EXPECT_EQ(plan.summary().dirty_sectors, 8u + 4u);
+	EXPECT_EQ(plan.summary().skipped_sectors, 12u);
+	EXPECT_EQ(plan.summary().first_skipped_sector, 4100u);
+	ASSERT_EQ(replay_shortfalls(plan).size(), 1u);
+}
+
+TEST(ReplayPlan, TornNewestSegmentIsNotAShortfallButCorruptMiddleIs)
+{
+	for (bool torn : {true, false}) {
+		Images s(8, 1 * MiB, 6);
+		SectorModel prefix;
+		{
+			LogWriter writer(*s.cache, {.backing = s.backing.get()});
+			for (std::uint64_t i = 0; i < 5; ++i) {
+				auto data = pattern_bytes(8192, i);
+				writer.write(i * 16, data);
+				writer.flush();
+				if (i < (torn ? 4u : 2u))
+					prefix.write(i * 16, data);
+			}
+			if (torn)
+				writer.tear_segment(5);
+			else
+				writer.corrupt_segment_data(3);
+		}
+		const LogScan scan = scan_log(*s.cache);
+		const ReplayPlan plan = replay_plan(scan);
+		EXPECT_EQ(replay_shortfalls(plan).empty(), torn);
+		execute_replay(plan, *s.cache, *s.backing);
+		EXPECT_EQ(first_difference(read_all(*s.backing), prefix.image(s.base)), -1) << "torn " << torn;
+		const auto uses = segment_uses(plan);
+		ASSERT_EQ(uses.size(), 5u);
+		EXPECT_EQ(uses[torn ? 4 : 2].reason, torn ? "torn-newest-segment" : "checksum-mismatch");
+		if (!torn) {
+			EXPECT_EQ(uses[3].reason, "after-stop-point");
+		}
+	}
+}
+
+TEST(ReplayExecute, KilledHalfwayThenRerunEndsInTheSameBytes)
+{
+	Images s(16, 4 * MiB, 11);
+	SectorModel model;
+	{
+		LogWriter writer(*s.cache, {.backing = s.backing.get()});
+		Workload workload(11, {.backing_bytes = 4 * MiB, .writes = 400, .partial_percent = 40});
+		workload.run(writer, *s.backing, model);
+	}
+	const LogScan scan = scan_log(*s.cache);
+	const ReplayPlan plan = replay_plan(scan, {.max_extent_bytes = 16 * 1024});
+	{
+		// The "crash": writes into the upper half of the backing device fail.
+		FaultInjectingDevice failing(open_device(s.backing_path, {.writable = true}));
+		failing.fail_writes(2 * MiB, 2 * MiB);
+		EXPECT_THROW(execute_replay(plan, *s.cache, failing), IoError);
+		EXPECT_NE(first_difference(read_all(*s.backing), model.image(s.base)), -1);
+	}
+	execute_replay(plan, *s.cache, *s.backing);
+	EXPECT_EQ(first_difference(read_all(*s.backing), model.image(s.base)), -1);
+}
+
+TEST(ReplayExecute, DirectIoDestinationWithPartialSectorExtents)
+{
+	// O_DIRECT takes aligned blocks only: partial extents are read-modify-written,
+	// or sent through a buffered handle when one is given.
+	for (bool buffered_handle : {false, true}) {
+		Images s(16, 4 * MiB, 12);
+		SectorModel model;
+		{
+			LogWriter writer(*s.cache, {.backing = s.backing.get()});
+			Workload workload(12, {.backing_bytes = 4 * MiB, .writes = 300, .partial_percent = 70});
+			workload.run(writer, *s.backing, model);
+		}
+		auto cache = open_device(s.cache_path, {.direct = true});
+		auto direct = open_device(s.backing_path, {.writable = true, .direct = true});
+		std::unique_ptr<Device> buffered;
+		if (buffered_handle)
+			buffered = open_device(s.backing_path, {.writable = true});
+		const LogScan scan = scan_log(*cache);
+		const ReplayPlan plan = replay_plan(scan);
+		execute_replay(plan, *cache, *direct, {.unaligned_destination = buffered.get()});
+		EXPECT_EQ(first_difference(read_all(*s.backing), model.image(s.base)), -1) << "buffered " << buffered_handle;
+	}
+}
+
+TEST(ReplayExecute, ReadErrorWithoutToleranceIsAnIoError)
+{
+	Images s(8, 1 * MiB, 13);
+	{
+		LogWriter writer(*s.cache);
+		writer.write(0, pattern_bytes(4096, 1));
+		writer.flush();
+	}
+	const LogScan scan = scan_log(*s.cache);
+	const ReplayPlan plan = replay_plan(scan);
+	FaultInjectingDevice cache(open_device(s.cache_path));
+	cache.fail_reads(Geometry::for_cache_bytes(cache.size_bytes()).data_block_offset(0, 0), 512);
+	EXPECT_THROW(execute_replay(plan, cache, *s.backing), IoError);
+}
+
+TEST(ReplayExecute, ProgressReachesTheTotal)
+{
+	Images s(8, 1 * MiB, 14);
+	{
+		LogWriter writer(*s.cache);
+		for (std::uint64_t i = 0; i < 20; ++i)
+			writer.write(i * 16, pattern_bytes(4096, i));
+		writer.flush();
+	}
+	const LogScan scan = scan_log(*s.cache);
+	const ReplayPlan plan = replay_plan(scan);
+	std::uint64_t calls = 0;
+	ReplayProgress last;
+	execute_replay(plan, *s.cache, *s.backing, {.progress = [&](const ReplayProgress& p) {
+		EXPECT_GE(p.bytes_done, last.bytes_done);
+		last = p;
+		++calls;
+	}});
+	EXPECT_EQ(calls, plan.summary().extents);
+	EXPECT_EQ(last.bytes_done, 20u * 4096);
+	EXPECT_EQ(last.bytes_total, 20u * 4096);
+}
+
+TEST(ReplayMarkClean, RecordMakesTheNextScanClean)
+{
+	Images s(8, 1 * MiB, 15);
+	{
+		LogWriter writer(*s.cache);
+		writer.write(0, pattern_bytes(8192, 1));
+		writer.flush();
+		writer.write(64, pattern_bytes(4096, 2));
+		writer.flush();
+	}
+	const LogScan before = scan_log(*s.cache);
+	ASSERT_EQ(before.dirty_blocks, 3u);
+	execute_replay(replay_plan(before), *s.cache, *s.backing);
+	mark_cache_clean(*s.cache, before);
+	const LogScan after = scan_log(*s.cache);
+	EXPECT_EQ(after.sb_record, 2u);
+	EXPECT_EQ(after.last_writeback_id, 2u);
+	EXPECT_EQ(after.dirty_blocks, 0u);
+	EXPECT_EQ(replay_plan(after).summary().extents, 0u);
+}
+
+TEST(ReplaySafety, Refusals)
+{
+	Images s(8, 1 * MiB, 16);
+	{
+		LogWriter writer(*s.cache);
+		writer.write(4096, pattern_bytes(4096, 1)); // sector 4096: past a 1 MiB backing device
+		writer.flush();
+	}
+	auto same = open_device(s.cache_path);
+	EXPECT_THROW(check_distinct(*s.cache, "cache", *same, "backing"), RefusedError);
+	const LogScan scan = scan_log(*s.cache, {.backing_bytes = s.backing->size_bytes()});
+	EXPECT_THROW(check_replay_safety(*s.cache, *s.backing, scan, false), RefusedError);
+	EXPECT_EQ(check_replay_safety(*s.cache, *s.backing, scan, true).size(), 1u);
+
+	TempDir dir;
+	auto blank = dir.open_rw(dir.make_image("blank.img", cache_bytes_for(2)));
+	const LogScan unformatted = scan_log(*blank);
+	EXPECT_THROW(check_replay_safety(*blank, *s.backing, unformatted, false), RefusedError);
+	auto tiny = dir.open_rw(dir.make_image("tiny.img", 4096));
+	const LogScan too_small = scan_log(*tiny);
+	EXPECT_THROW(check_replay_safety(*tiny, *s.backing, too_small, true), RefusedError);
+}

@@ -1,0 +1,130 @@
+// wbrecover: bring the data of a writeboost cache home when things are bad:
+// a dead target, unreadable sectors on either device, damaged segments.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+
+#include "wbkit/errors.hpp"
+#include "wbkit/progress.hpp"
+#include "wbkit/recover.hpp"
+
+namespace {
+
+constexpr const char* description = R"(Recover the data of a damaged writeboost cache (dm-writeboost 2.2 format).
+
+First a diagnosis: whether each device can be read, which segment headers are
+unreadable, which segments fail their checksum, where the kernel's replay
+would stop. Every read tolerates errors: it is retried, then done in 4 KiB
+pieces, then sector by sector, so one bad range never stops the recovery.
+
+Then the cache's data is written, by default with the kernel's policy: the
+consistent prefix of the log, a single point in time. --salvage also takes
+valid segments after a damaged one, and the metablocks of segments whose
+checksum cannot be verified because a sector was unreadable (when the
+metablock and its data read fine); the result is then NOT a single point in
+time, and the report says so.
+
+Without --output the data goes onto the backing device (which is also read
+in full, to find its unreadable sectors). With --output DEST the backing
+device is left untouched: it is copied to DEST, tolerating its read errors
+(unreadable sectors become zeros), then the cache's data is applied to DEST.
+That is the way out when the backing device is the one failing. DEST is
+created if it does not exist; a block device must be at least as large as
+the backing device.
+
+Unreadable backing sectors for which the cache holds a clean copy are
+restored from it. Everything that could not be saved is listed as backing
+sector ranges (512-byte sectors), with the reason, so it can be mapped to
+files: unreadable on the backing device with no cache copy, a dirty cache
+copy that could not be read, a write the destination refused.
+
+The cache is never written. Refused (exit 4): two of the paths are the same
+device, a device in use (O_EXCL), a cache smaller than one segment, a cache
+without the writeboost magic or whose log names blocks past the backing
+device's end (--force goes on for these two).
+
+Exit codes: 0 nothing was lost, 1 finished but something was lost or left
+behind (listed), 2 usage error, 3 cannot open a device or flush the
+destination, 4 refused by a safety check.)";
+
+struct Options {
+	std::string cache;
+	std::string backing;
+	std::string output;
+	std::string report;
+	bool salvage = false;
+	bool force = false;
+	bool quiet = false;
+};
+
+int run(const Options& o)
+{
+	using namespace wbkit;
+	const bool in_place = o.output.empty();
+	auto cache = open_device(o.cache, {.direct = true, .exclusive = true});
+	// In place, the backing device takes writes of single sectors: buffered.
+	auto backing = open_device(o.backing, {.writable = in_place, .direct = !in_place, .exclusive = true});
+	std::unique_ptr<Device> output;
+	if (!in_place)
+		output = open_device(o.output, {.writable = true, .exclusive = true, .create = true});
+	std::ofstream report_file;
+	if (!o.report.empty()) {
+		// Opened before any work, so a bad path fails before the devices are touched.
+		report_file.open(o.report, std::ios::trunc);
+		if (!report_file)
+			throw IoError("cannot create the report file", o.report, errno);
+	}
+
+	ProgressReporter progress("wbrecover", o.quiet);
+	RecoverOptions options{.salvage = o.salvage, .force = o.force};
+	options.progress = [&](std::string_view phase, const ReplayProgress& p) {
+		progress.update(phase, p.bytes_done, p.bytes_total);
+	};
+	const RecoveryReport report = recover(*cache, *backing, output.get(), options);
+	progress.finish();
+	for (const std::string& what : report.overridden)
+		std::cerr << "wbrecover: --force: overriding: " << what << '\n';
+
+	print_recovery(std::cout, report);
+	if (report_file.is_open()) {
+		report_file << recovery_json(report).dump(2) << '\n';
+		report_file.close();
+		if (!report_file)
+			throw IoError("cannot write the report file", o.report, errno);
+	}
+	return int(report.nothing_lost() ? ExitCode::ok : ExitCode::damage);
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+	CLI::App app(description, "wbrecover");
+	Options o;
+	app.add_option("--cache", o.cache, "cache device or image file (never written)")->required();
+	app.add_option("--backing", o.backing, "backing device or image file")->required();
+	app.add_option("--output", o.output, "copy the backing device here and recover onto the copy; the backing device is not written");
+	app.add_flag("--salvage", o.salvage, "take verifiable data beyond the kernel's consistent prefix");
+	app.add_option("--report", o.report, "write the full report as JSON to FILE");
+	app.add_flag("--force", o.force, "go on without the magic, or with blocks past the backing end");
+	app.add_flag("-q,--quiet", o.quiet, "no progress output");
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::CallForHelp&) {
+		std::cout << app.help();
+		return 0;
+	} catch (const CLI::ParseError& e) {
+		std::cerr << "wbrecover: error: " << e.what() << "\nRun with --help for usage.\n";
+		return int(wbkit::ExitCode::usage);
+	}
+	try {
+		return run(o);
+	} catch (const wbkit::Error& e) {
+		std::cerr << "wbrecover: error: " << e.what() << '\n';
+		return int(e.exit_code());
+	} catch (const std::exception& e) {
+		std::cerr << "wbrecover: error: " << e.what() << '\n';
+		return int(wbkit::ExitCode::operational);
+	}
+}

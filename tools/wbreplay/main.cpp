@@ -1,0 +1,131 @@
+// wbreplay: write the dirty data of a writeboost cache back to its backing
+// device, offline, exactly as the kernel target's replay would present it.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "wbkit/errors.hpp"
+#include "wbkit/progress.hpp"
+#include "wbkit/replay.hpp"
+
+namespace {
+
+constexpr const char* description = R"(Replay a writeboost cache onto its backing device (dm-writeboost 2.2 format).
+
+Walks the cache's log as the kernel target does on construction and writes
+every sector whose newest copy is dirty in the cache to the backing device,
+sorted by destination and merged into large writes, with O_DIRECT where the
+device allows it. The backing device is flushed before success is reported.
+Afterwards the backing device alone holds the data the target presented.
+
+Safety checks, before anything is written (a refusal exits with 4):
+  - the backing device is not the cache (same file or device number)
+  - block devices are opened exclusively (O_EXCL): refused while a target,
+    a mount or anything else holds them
+  - the cache has the writeboost magic            (--force overrides)
+  - every block the log names lies inside the backing device
+                                                   (--force overrides; those
+                                                    sectors are not replayed)
+
+The cache is never written, unless --mark-clean is given: then, and only
+after the backing device was flushed, the superblock record is set to the
+last replayed segment, so a target constructed on this cache again does not
+replay the same data a second time. --mark-clean is refused when something
+could not be replayed (--force overrides).
+
+A replay can be run again, or after being killed halfway: it writes the same
+bytes and ends in the same state.
+
+Exit codes: 0 replayed everything, 1 finished but something was not replayed
+(listed), 2 usage error, 3 cannot open, read, write or flush a device,
+4 refused by a safety check.)";
+
+struct Options {
+	std::string cache;
+	std::string backing;
+	bool dry_run = false;
+	bool json = false;
+	bool quiet = false;
+	bool mark_clean = false;
+	bool force = false;
+};
+
+int run(const Options& o)
+{
+	using namespace wbkit;
+	const bool write_cache = o.mark_clean && !o.dry_run;
+	auto cache = open_device(o.cache, {.writable = write_cache, .direct = true, .exclusive = true});
+	auto backing = open_device(o.backing, {.writable = !o.dry_run, .direct = true, .exclusive = true});
+	check_distinct(*cache, "the cache", *backing, "the backing device");
+
+	ReplayRun report{.cache_path = o.cache, .backing_path = o.backing, .dry_run = o.dry_run};
+	const LogScan scan = scan_log(*cache, {.verify_checksums = true, .backing_bytes = backing->size_bytes()});
+	report.overridden = check_replay_safety(*cache, *backing, scan, o.force);
+	for (const std::string& what : report.overridden)
+		std::cerr << "wbreplay: --force: overriding: " << what << '\n';
+
+	const ReplayPlan plan = replay_plan(scan, {.backing_sectors = backing->size_bytes() / sector_size});
+	report.shortfalls = replay_shortfalls(plan);
+
+	if (!o.dry_run) {
+		// O_DIRECT takes only aligned blocks; partial-block extents go through the page cache.
+		std::unique_ptr<Device> buffered;
+		if (backing->required_alignment() > 1)
+			buffered = open_device(o.backing, {.writable = true});
+		ProgressReporter progress("wbreplay", o.quiet);
+		ExecuteOptions exec{.progress = [&](const ReplayProgress& p) { progress.update("replay", p.bytes_done, p.bytes_total); },
+				    .unaligned_destination = buffered.get()};
+		report.result = execute_replay(plan, *cache, *backing, exec);
+		progress.finish();
+		if (o.mark_clean) {
+			if (!report.shortfalls.empty() && !o.force) {
+				report.mark_clean_refused = "something was not replayed (see above); --force marks it clean anyway";
+			} else {
+				mark_cache_clean(*cache, scan);
+				report.marked_clean = true;
+			}
+		}
+	} else if (o.mark_clean) {
+		report.mark_clean_refused = "dry run";
+	}
+
+	if (o.json)
+		std::cout << replay_report_json(plan, report).dump(2) << '\n';
+	else
+		print_replay_report(std::cout, plan, report);
+	return int(report.shortfalls.empty() && report.mark_clean_refused.empty() ? ExitCode::ok : ExitCode::damage);
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+	CLI::App app(description, "wbreplay");
+	Options o;
+	app.add_option("--cache", o.cache, "cache device or image file (read-only unless --mark-clean)")->required();
+	app.add_option("--backing", o.backing, "backing device or image file to write the dirty data to")->required();
+	app.add_flag("--dry-run", o.dry_run, "print the plan (segments, dirty blocks and sectors, bytes, extents); write nothing");
+	app.add_flag("--json", o.json, "print the report as one JSON document");
+	app.add_flag("-q,--quiet", o.quiet, "no progress output");
+	app.add_flag("--mark-clean", o.mark_clean,
+		     "after the backing device is flushed, set the superblock record so the target does not replay again");
+	app.add_flag("--force", o.force, "override the checks that allow it (missing magic, blocks past the backing end)");
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::CallForHelp&) {
+		std::cout << app.help();
+		return 0;
+	} catch (const CLI::ParseError& e) {
+		std::cerr << "wbreplay: error: " << e.what() << "\nRun with --help for usage.\n";
+		return int(wbkit::ExitCode::usage);
+	}
+	try {
+		return run(o);
+	} catch (const wbkit::Error& e) {
+		std::cerr << "wbreplay: error: " << e.what() << '\n';
+		return int(e.exit_code());
+	} catch (const std::exception& e) {
+		std::cerr << "wbreplay: error: " << e.what() << '\n';
+		return int(wbkit::ExitCode::operational);
+	}
+}
