@@ -100,12 +100,15 @@ static void wb_writeback_batch(struct wb_device *wb)
 			struct wb_metablock *mb = &seg->mb[j];
 
 			/*
-			 * Every dirty entry of the log, even one superseded by
-			 * a newer copy: that copy may not be on the cache
-			 * device yet, and once this segment counts as written
-			 * back, replay no longer brings its data back.
+			 * Every dirty entry, even one superseded at run time:
+			 * the newer copy (which holds all its dirty sectors)
+			 * may not be on the cache device yet, and once this
+			 * segment counts as written back, replay no longer
+			 * brings this data back. The newer copy is written
+			 * back later, in id order. Entries superseded during
+			 * replay are skipped: FORMAT.md makes them obsolete.
 			 */
-			if (!mb->dirty_bits)
+			if (!mb->dirty_bits || mb->obsolete)
 				continue;
 			wb->wb_entries[nr++] = (struct wb_wb_entry) {
 				.sector = mb->sector,

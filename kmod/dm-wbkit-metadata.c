@@ -350,6 +350,7 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 
 		mb->sector = le64_to_cpu(md->sector);
 		mb->dirty_bits = bits;
+		mb->obsolete = false;
 		/* Never trust the disk: a block must lie inside the target. */
 		if ((mb->sector & (WB_BLOCK_SECTORS - 1)) ||
 		    mb->sector >= wb->ti->len) {
@@ -379,6 +380,7 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 				*wrote_backing = true;
 			}
 			wb_ht_del(wb, old);
+			old->obsolete = true;
 		}
 		if (bits)
 			wb_ht_add(wb, mb);

@@ -200,6 +200,7 @@ static int wb_write(struct wb_device *wb, struct bio *bio, sector_t sector)
 			memset(dst, 0, WB_BLOCK_SIZE);
 		mb->sector = block;
 		mb->dirty_bits = new_bits;
+		mb->obsolete = false;
 		wb_ht_add(wb, mb);
 		seg->length++;
 	}

@@ -46,6 +46,12 @@ struct wb_metablock {
 	struct hlist_node ht_node;
 	sector_t sector;	/* backing sector of the 4 KiB block */
 	u8 dirty_bits;		/* as written in the log */
+	/*
+	 * Superseded during replay: its data is on the backing device or
+	 * obsolete, so writeback skips it. An entry superseded at run time
+	 * stays writable: its successor may not be on the cache device yet.
+	 */
+	bool obsolete;
 };
 
 /* One segment slot of the ring. */
