@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
@@ -56,7 +59,7 @@ namespace {
 class Scanner {
 public:
 	Scanner(Device& cache, const ScanOptions& options, LogScan& scan)
-		: cache_(cache), options_(options), scan_(scan), buffer_(segment_size)
+		: cache_(cache), options_(options), scan_(scan), buffer_(sector_size)
 	{
 	}
 
@@ -114,50 +117,60 @@ private:
 		}
 	}
 
-	void check_header(std::uint64_t slot, const SegmentHeader& h)
+	// What one reader thread found in its range of slots; merged in slot order.
+	struct RangeResult {
+		std::vector<Finding> findings;
+		std::vector<SectorSource> entries;
+	};
+
+	static void note(RangeResult& out, FindingCode code, Place place, std::string message)
+	{
+		out.findings.push_back(make_finding(code, std::move(place), std::move(message)));
+	}
+
+	void check_header(RangeResult& out, std::uint64_t slot, const SegmentHeader& h) const
 	{
 		Place at{.slot = slot, .segment_id = h.id};
 		if (!h.length_valid())
-			add(FindingCode::length_too_large, at,
-			    fmt::format("length is {}; a segment holds at most {} blocks", h.length, blocks_per_segment));
+			note(out, FindingCode::length_too_large, at,
+			     fmt::format("length is {}; a segment holds at most {} blocks", h.length, blocks_per_segment));
 		if (scan_.geometry.slot_of_id(h.id) != slot)
-			add(FindingCode::slot_mismatch, at,
-			    fmt::format("segment {} belongs in slot {}", h.id, scan_.geometry.slot_of_id(h.id)));
+			note(out, FindingCode::slot_mismatch, at,
+			     fmt::format("segment {} belongs in slot {}", h.id, scan_.geometry.slot_of_id(h.id)));
 		if (h.header_padding_nonzero)
-			add(FindingCode::header_padding_nonzero, at, "bytes 13..511 of the header are not zero");
+			note(out, FindingCode::header_padding_nonzero, at, "bytes 13..511 of the header are not zero");
 		if (h.unused_metablocks_nonzero)
-			add(FindingCode::unused_metablock_nonzero, at,
-			    fmt::format("the header block past metablock {} is not zero", h.usable_length()));
+			note(out, FindingCode::unused_metablock_nonzero, at,
+			     fmt::format("the header block past metablock {} is not zero", h.usable_length()));
 		for (unsigned i = 0; i < h.usable_length(); ++i) {
 			const Metablock& mb = h.metablocks[i];
 			Place mb_at{.slot = slot, .segment_id = h.id, .metablock = i, .backing_sector = mb.sector};
 			if (mb.padding_nonzero)
-				add(FindingCode::metablock_padding_nonzero, mb_at, "metablock padding is not zero");
+				note(out, FindingCode::metablock_padding_nonzero, mb_at, "metablock padding is not zero");
 			if (mb.sector % block_sectors != 0)
-				add(FindingCode::metablock_sector_unaligned, mb_at,
-				    fmt::format("sector {} is not a multiple of 8", mb.sector));
+				note(out, FindingCode::metablock_sector_unaligned, mb_at,
+				     fmt::format("sector {} is not a multiple of 8", mb.sector));
 			if (options_.backing_bytes) {
 				std::uint64_t backing_sectors = *options_.backing_bytes / sector_size;
 				if (mb.sector > backing_sectors || backing_sectors - mb.sector < block_sectors)
-					add(FindingCode::metablock_sector_beyond_backing, mb_at,
-					    fmt::format("block at sector {} ends past the backing device's {} sectors",
-							mb.sector, backing_sectors));
+					note(out, FindingCode::metablock_sector_beyond_backing, mb_at,
+					     fmt::format("block at sector {} ends past the backing device's {} sectors",
+							 mb.sector, backing_sectors));
 			}
 		}
 	}
 
-	void read_slots()
+	void read_slot_range(std::uint64_t begin, std::uint64_t end, RangeResult& out) const
 	{
-		const std::uint64_t nr = scan_.geometry.nr_segments;
-		scan_.slots.assign(nr, SlotInfo{});
-		for (std::uint64_t slot = 0; slot < nr; ++slot) {
+		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size);
+		for (std::uint64_t slot = begin; slot < end; ++slot) {
 			SlotInfo& info = scan_.slots[slot];
 			std::uint64_t offset = scan_.geometry.slot_offset(slot);
-			auto header_block = buffer_.span().first(block_size);
+			auto header_block = buffer.span().first(block_size);
 			if (int err = cache_.read_at(offset, header_block)) {
 				info.state = SlotState::header_unreadable;
-				add(FindingCode::header_unreadable, {.slot = slot, .cache_offset = offset},
-				    fmt::format("reading the header failed: {}", std::strerror(err)));
+				note(out, FindingCode::header_unreadable, {.slot = slot, .cache_offset = offset},
+				     fmt::format("reading the header failed: {}", std::strerror(err)));
 				continue;
 			}
 			SegmentHeader h = parse_segment_header(header_block);
@@ -168,34 +181,81 @@ private:
 				info.state = SlotState::empty;
 				continue;
 			}
-			check_header(slot, h);
+			check_header(out, slot, h);
 			if (!h.length_valid()) {
 				info.state = SlotState::length_too_large;
 				continue;
 			}
 			for (unsigned i = 0; i < h.length; ++i)
-				entries_.push_back(SectorSource{.block_sector = h.metablocks[i].sector,
-								.log_index = std::uint32_t(slot),
-								.metablock = std::uint8_t(i),
-								.dirty_bits = h.metablocks[i].dirty_bits});
+				out.entries.push_back(SectorSource{.block_sector = h.metablocks[i].sector,
+								   .log_index = std::uint32_t(slot),
+								   .metablock = std::uint8_t(i),
+								   .dirty_bits = h.metablocks[i].dirty_bits});
 			if (!options_.verify_checksums) {
 				info.state = SlotState::unverified;
 				continue;
 			}
-			auto data = buffer_.span().subspan(block_size, block_size * h.length);
+			auto data = buffer.span().subspan(block_size, block_size * h.length);
 			if (int err = cache_.read_at(offset + block_size, data)) {
 				info.state = SlotState::data_unreadable;
-				add(FindingCode::data_unreadable, {.slot = slot, .segment_id = h.id, .cache_offset = offset + block_size},
-				    fmt::format("reading {} data blocks failed: {}", h.length, std::strerror(err)));
+				note(out, FindingCode::data_unreadable,
+				     {.slot = slot, .segment_id = h.id, .cache_offset = offset + block_size},
+				     fmt::format("reading {} data blocks failed: {}", h.length, std::strerror(err)));
 				continue;
 			}
-			info.computed_checksum = segment_checksum(buffer_.span(), h.length);
+			info.computed_checksum = segment_checksum(buffer.span(), h.length);
 			if (info.computed_checksum == h.checksum)
 				info.state = SlotState::valid;
 			else if (~info.computed_checksum == h.checksum)
 				info.state = SlotState::legacy_checksum;
 			else
 				info.state = SlotState::checksum_mismatch;
+		}
+	}
+
+	// Verification reads and checksums every segment: CPU-bound on a cache in
+	// page cache or on a fast SSD, so contiguous slot ranges go to a few
+	// threads. Results are merged in slot order, so output does not depend on
+	// the thread count.
+	void read_slots()
+	{
+		const std::uint64_t nr = scan_.geometry.nr_segments;
+		scan_.slots.assign(nr, SlotInfo{});
+		unsigned threads = 1;
+		if (options_.verify_checksums && nr >= 64)
+			threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+		std::vector<RangeResult> results(threads);
+		std::vector<std::thread> workers;
+		std::exception_ptr failure;
+		std::mutex failure_lock;
+		for (unsigned t = 0; t < threads; ++t) {
+			std::uint64_t begin = nr * t / threads, end = nr * (t + 1) / threads;
+			auto work = [this, begin, end, &result = results[t], &failure, &failure_lock] {
+				try {
+					read_slot_range(begin, end, result);
+				} catch (...) {
+					std::lock_guard lock(failure_lock);
+					failure = std::current_exception();
+				}
+			};
+			if (t + 1 == threads)
+				work();
+			else
+				workers.emplace_back(work);
+		}
+		for (auto& w : workers)
+			w.join();
+		if (failure)
+			std::rethrow_exception(failure);
+		std::size_t total = 0;
+		for (const RangeResult& r : results)
+			total += r.entries.size();
+		entries_.reserve(total);
+		for (RangeResult& r : results) {
+			for (Finding& f : r.findings)
+				scan_.findings.push_back(std::move(f));
+			entries_.insert(entries_.end(), r.entries.begin(), r.entries.end());
+			std::vector<SectorSource>().swap(r.entries);
 		}
 		for (const SlotInfo& info : scan_.slots)
 			scan_.max_id = std::max(scan_.max_id, info.id);

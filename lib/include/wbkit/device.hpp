@@ -5,6 +5,7 @@
 // for callers that cannot go on without the data.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -80,8 +81,8 @@ private:
 	std::unique_ptr<Device> inner_;
 	std::vector<Range> read_faults_;
 	std::vector<Range> write_faults_;
-	std::uint64_t failed_reads_ = 0;
-	std::uint64_t failed_writes_ = 0;
+	std::atomic<std::uint64_t> failed_reads_ = 0; // readers may run in several threads
+	std::atomic<std::uint64_t> failed_writes_ = 0;
 };
 
 // A device in memory: fuzzing, tests, and images built on the fly.
