@@ -1,4 +1,6 @@
 // Every finding code, triggered by a crafted image.
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "scan_fixture.hpp"
@@ -193,4 +195,15 @@ TEST_F(Findings, EveryFindingNamesItsPlace)
 	LogScan s = scan();
 	for (const Finding& f : s.findings)
 		EXPECT_NE(f.place_text(), "cache") << f.name();
+}
+
+TEST(FindingTable, ReadmeDocumentsEveryCodeWithItsSeverity)
+{
+	std::ifstream readme(std::string(WBKIT_SOURCE_DIR) + "/README.md");
+	ASSERT_TRUE(readme) << "README.md not found";
+	std::string text((std::istreambuf_iterator<char>(readme)), std::istreambuf_iterator<char>());
+	for (const FindingInfo& info : all_findings()) {
+		std::string row = "| `" + std::string(info.name) + "` | " + std::string(severity_name(info.severity)) + " |";
+		EXPECT_NE(text.find(row), std::string::npos) << "README lacks the row for " << info.name;
+	}
 }
