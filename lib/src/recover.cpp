@@ -171,7 +171,11 @@ std::uint64_t RecoveryReport::lost_sectors() const
 bool RecoveryReport::data_left_behind() const
 {
 	return std::any_of(segments.begin(), segments.end(),
-			   [](const SegmentVerdict& v) { return v.left_behind_sectors > 0 || v.reason == "checksum-mismatch"; });
+			   [](const SegmentVerdict& v) {
+				   // A failed checksum over readable bytes, or an unreadable header: what the segment held is gone.
+				   return v.left_behind_sectors > 0 || v.reason == "checksum-mismatch" ||
+					  v.reason == "header-unreadable";
+			   });
 }
 
 namespace {
@@ -300,6 +304,9 @@ private:
 			const std::uint64_t first_sector = offset / sector_size;
 			if (reader_.unreadable().contains(first_sector)) {
 				r.verdict.reason = "header-unreadable";
+				report_.notes.push_back(fmt::format("slot {}: the segment header cannot be read; which blocks "
+								    "it held, and their data, are unknown",
+								    slot));
 				slots_.push_back(std::move(r));
 				continue;
 			}
@@ -418,7 +425,12 @@ private:
 			const std::uint32_t pos = position[r.slot];
 			v.used = pos != ~0u;
 			const bool written_back = r.header_known && r.header.id <= policy.last_writeback_id;
-			if (r.header_known && !written_back) {
+			// A checksum that fails over readable bytes says the metablocks themselves may be
+			// wrong (a torn newest segment, damaged media): nothing in them can be counted.
+			const bool trustworthy = r.verdict.state == SlotState::valid ||
+						 r.verdict.state == SlotState::data_unreadable ||
+						 r.verdict.state == SlotState::header_unreadable;
+			if (r.header_known && trustworthy && !written_back) {
 				for (unsigned i = 0; i < r.header.length; ++i) {
 					if (!r.metablock_known[i])
 						continue;
@@ -447,8 +459,8 @@ private:
 						}
 					}
 				}
-			} else if (r.header_known) {
-				v.metablocks_used = v.used ? r.header.length : 0;
+			} else if (r.header_known && v.used) {
+				v.metablocks_used = r.header.length;
 			}
 			v.reason = verdict_reason(r, policy, written_back);
 			if (v.left_behind_sectors > 0)
