@@ -1,0 +1,259 @@
+"""wbreplay's contract: refusals before any write, dry runs that write
+nothing, a replay that matches the workload's logical image, the cache left
+alone without --mark-clean, idempotence, and a run killed halfway."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import run, sha256, tool_path
+
+OK, DAMAGE, USAGE, OPERATIONAL, REFUSED = 0, 1, 2, 3, 4
+
+
+def wbreplay(*args, **kwargs):
+    return run([tool_path("wbreplay"), *args], **kwargs)
+
+
+@pytest.fixture
+def synth(wbsynth, tmp_path):
+    """A flushed synthetic cache, its backing image and the expected logical image."""
+
+    def make(*extra, name="cache", damaged=False):
+        expected = tmp_path / f"{name}-expected.img"
+        wants = () if damaged else ("--expected", expected)
+        cache, backing = wbsynth(tmp_path, "--backing-pattern", *wants, *extra, name=name)
+        return cache, backing, None if damaged else expected
+
+    return make
+
+
+def test_help_documents_safety_mark_clean_and_exit_codes():
+    result = wbreplay("--help")
+    assert result.returncode == OK
+    for word in ("--mark-clean", "--dry-run", "--force", "O_EXCL", "Exit codes", "4 refused"):
+        assert word in result.stdout
+
+
+def test_missing_required_option_is_a_usage_error(tmp_path):
+    result = wbreplay("--cache", tmp_path / "x")
+    assert result.returncode == USAGE
+    assert result.stderr.startswith("wbreplay: error:")
+
+
+def test_missing_file_is_operational(synth, tmp_path):
+    _, backing, _ = synth()
+    result = wbreplay("--cache", tmp_path / "nope.img", "--backing", backing)
+    assert result.returncode == OPERATIONAL
+    assert "wbreplay: error:" in result.stderr and "nope.img" in result.stderr
+
+
+def test_directory_is_operational(synth, tmp_path):
+    _, backing, _ = synth()
+    result = wbreplay("--cache", tmp_path, "--backing", backing)
+    assert result.returncode == OPERATIONAL
+    assert "directory" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["tiny", "zero", "garbage"])
+def test_bad_cache_images_are_refused_without_writing(synth, tmp_path, kind):
+    _, backing, _ = synth()
+    bad = tmp_path / f"{kind}.img"
+    if kind == "tiny":
+        bad.write_bytes(b"\0" * 4096)
+    elif kind == "zero":
+        with open(bad, "wb") as f:
+            f.truncate(4 << 20)
+    else:
+        bad.write_bytes(os.urandom(3 << 20))
+    before = sha256(backing), sha256(bad)
+    result = wbreplay("--cache", bad, "--backing", backing)
+    assert result.returncode == REFUSED, result.stderr
+    assert result.stderr.startswith("wbreplay: error:")
+    assert ("not a writeboost cache" if kind == "tiny" else "no writeboost magic") in result.stderr
+    assert (sha256(backing), sha256(bad)) == before
+
+
+def test_same_file_is_refused(synth):
+    cache, _, _ = synth()
+    before = sha256(cache)
+    result = wbreplay("--cache", cache, "--backing", cache)
+    assert result.returncode == REFUSED
+    assert "same file" in result.stderr
+    assert sha256(cache) == before
+
+
+def test_same_file_through_another_path_is_refused(synth, tmp_path):
+    cache, _, _ = synth()
+    link = tmp_path / "link.img"
+    os.link(cache, link)
+    result = wbreplay("--cache", cache, "--backing", link)
+    assert result.returncode == REFUSED
+
+
+def test_too_small_backing_is_refused_and_force_replays_the_rest(synth, tmp_path):
+    cache, backing, expected = synth("--backing-mib", "16", "--writes", "400")
+    small = tmp_path / "small.img"
+    with open(backing, "rb") as src, open(small, "wb") as dst:
+        dst.write(src.read(8 << 20))
+    before = sha256(small)
+    result = wbreplay("--cache", cache, "--backing", small)
+    assert result.returncode == REFUSED
+    assert "past the end of the backing device" in result.stderr
+    assert sha256(small) == before
+
+    forced = wbreplay("--cache", cache, "--backing", small, "--json", "-q", "--force")
+    assert forced.returncode == DAMAGE, forced.stderr
+    report = json.loads(forced.stdout)
+    assert report["plan"]["skipped_sectors"] > 0
+    assert report["forced"] and report["not_replayed"]
+    assert "--force: overriding" in forced.stderr
+    with open(expected, "rb") as f:
+        assert small.read_bytes() == f.read(8 << 20)
+
+
+def test_unformatted_cache_with_force_replays_nothing(synth, tmp_path):
+    _, backing, _ = synth()
+    blank = tmp_path / "blank.img"
+    with open(blank, "wb") as f:
+        f.truncate(4 << 20)
+    before = sha256(backing)
+    result = wbreplay("--cache", blank, "--backing", backing, "--force", "--json")
+    assert result.returncode == OK, result.stderr
+    assert json.loads(result.stdout)["plan"]["extents"] == 0
+    assert sha256(backing) == before
+
+
+def test_dry_run_writes_nothing_and_prints_the_plan(synth):
+    cache, backing, _ = synth()
+    before = sha256(cache), sha256(backing)
+    result = wbreplay("--cache", cache, "--backing", backing, "--dry-run")
+    assert result.returncode == OK, result.stderr
+    assert "dry run: nothing was written" in result.stdout
+    assert "write extent(s)" in result.stdout and "dirty sector(s)" in result.stdout
+    as_json = wbreplay("--cache", cache, "--backing", backing, "--dry-run", "--json", "--mark-clean")
+    report = json.loads(as_json.stdout)
+    assert report["dry_run"] is True and report["written"] is None
+    assert report["plan"]["extents"] > 0 and report["plan"]["bytes"] == report["plan"]["dirty_sectors"] * 512
+    assert report["marked_clean"] is False
+    assert (sha256(cache), sha256(backing)) == before
+
+
+def test_replay_matches_the_logical_image_and_leaves_the_cache_alone(synth):
+    cache, backing, expected = synth("--writes", "3000", "--partial-percent", "30", "--flush-every", "40")
+    cache_before = sha256(cache)
+    result = wbreplay("--cache", cache, "--backing", backing, "--json")
+    assert result.returncode == OK, result.stderr
+    report = json.loads(result.stdout)
+    assert report["written"]["bytes"] == report["plan"]["bytes"]
+    assert report["written"]["backing_flushed"] is True
+    assert report["not_replayed"] == []
+    assert {s["reason"] for s in report["segments"]} <= {"replayed", "superseded", "already-written-back"}
+    assert sha256(backing) == sha256(expected)
+    assert sha256(cache) == cache_before
+
+
+def test_second_run_leaves_the_same_bytes(synth):
+    cache, backing, expected = synth("--writes", "1500", "--no-merge", "--partial-percent", "50")
+    assert wbreplay("--cache", cache, "--backing", backing, "-q").returncode == OK
+    first = sha256(backing)
+    assert first == sha256(expected)
+    assert wbreplay("--cache", cache, "--backing", backing, "-q").returncode == OK
+    assert sha256(backing) == first
+
+
+def test_mark_clean_writes_only_the_record_after_the_replay(synth, build_dir):
+    cache, backing, expected = synth("--writes", "800")
+    original = cache.read_bytes()
+    result = wbreplay("--cache", cache, "--backing", backing, "--mark-clean", "--json", "-q")
+    assert result.returncode == OK, result.stderr
+    report = json.loads(result.stdout)
+    assert report["marked_clean"] is True
+    assert sha256(backing) == sha256(expected)
+    after = cache.read_bytes()
+    record = 2047 * 512
+    assert after[:record] == original[:record] and after[record + 8:] == original[record + 8:]
+    assert int.from_bytes(after[record:record + 8], "little") == report["log"]["last_flushed_id"]
+    dump = run([build_dir / "tools" / "wbdump" / "wbdump", "--json", cache])
+    assert json.loads(dump.stdout)["log"]["dirty_blocks"] == 0
+    again = json.loads(wbreplay("--cache", cache, "--backing", backing, "--dry-run", "--json").stdout)
+    assert again["plan"]["extents"] == 0
+
+
+def test_damage_is_replayed_as_the_kernel_would_and_reported(synth):
+    cache, backing, _ = synth("--writes", "600", "--flush-every", "20", "--corrupt-id", "5", damaged=True)
+    result = wbreplay("--cache", cache, "--backing", backing, "--json", "--mark-clean", "-q")
+    assert result.returncode == DAMAGE
+    report = json.loads(result.stdout)
+    assert report["log"]["last_flushed_id"] == 4
+    reasons = {s["id"]: s["reason"] for s in report["segments"]}
+    assert reasons[5] == "checksum-mismatch" and reasons[6] == "after-stop-point"
+    assert any("not replayed" in line for line in report["not_replayed"])
+    assert report["marked_clean"] is False and report["mark_clean_refused"]
+
+
+def test_torn_newest_segment_is_not_a_failure(synth):
+    cache, backing, _ = synth("--writes", "300", "--flush-every", "30", "--tear-newest", damaged=True)
+    result = wbreplay("--cache", cache, "--backing", backing, "--json", "-q")
+    assert result.returncode == OK, result.stderr
+    report = json.loads(result.stdout)
+    assert "torn-newest-segment" in {s["reason"] for s in report["segments"]}
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal_and_silence_with_q(synth):
+    cache, backing, _ = synth()
+    loud = wbreplay("--cache", cache, "--backing", backing)
+    assert "wbreplay: replay:" in loud.stderr and "100.0%" in loud.stderr and "(done)" in loud.stderr
+    quiet = wbreplay("--cache", cache, "--backing", backing, "-q")
+    assert quiet.stderr == ""
+
+
+def test_killed_halfway_then_rerun_ends_in_the_same_bytes(synth):
+    # Many scattered blocks make a replay of many small writes: long enough to kill.
+    cache, backing, expected = synth("--cache-mib", "160", "--backing-mib", "256", "--writes", "30000",
+                                     "--flush-every", "0", "--partial-percent", "0")
+    pristine = backing.with_suffix(".pristine")
+    shutil.copyfile(backing, pristine)
+    killed = False
+    for delay in (0.5, 0.25, 0.1, 0.03):
+        shutil.copyfile(pristine, backing)
+        proc = subprocess.Popen([tool_path("wbreplay"), "--cache", cache, "--backing", backing, "-q"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        if proc.wait() == -signal.SIGKILL:
+            killed = True
+            break
+    if not killed:
+        pytest.skip("the replay finished before it could be killed on this machine")
+    assert wbreplay("--cache", cache, "--backing", backing, "-q").returncode == OK
+    assert sha256(backing) == sha256(expected)
+
+
+def test_block_device_held_open_exclusively_is_refused(synth, tmp_path):
+    cache, backing, _ = synth()
+    if shutil.which("losetup") is None:
+        pytest.skip("losetup is not installed")
+    setup = subprocess.run(["losetup", "--find", "--show", str(backing)], capture_output=True, text=True)
+    if setup.returncode != 0:
+        pytest.skip(f"no loop device here: {setup.stderr.strip()}")
+    loop = setup.stdout.strip()
+    try:
+        # O_EXCL on a block device claims it, as a mounted file system or a target does.
+        holder = os.open(loop, os.O_RDONLY | os.O_EXCL)
+        try:
+            result = wbreplay("--cache", cache, "--backing", loop)
+            assert result.returncode == REFUSED, result.stderr
+            assert "in use" in result.stderr
+            forced = wbreplay("--cache", cache, "--backing", loop, "--force")
+            assert forced.returncode == REFUSED
+        finally:
+            os.close(holder)
+        free = wbreplay("--cache", cache, "--backing", loop, "--dry-run")
+        assert free.returncode == OK, free.stderr
+    finally:
+        subprocess.run(["losetup", "-d", loop])
