@@ -456,6 +456,30 @@ static int wb_replay(struct wb_device *wb, char **error)
 		cond_resched();
 	}
 
+	/*
+	 * Segments after the stop point are not part of the log. After a
+	 * power cut that is only ever the torn newest one; more means damaged
+	 * media. They are left in place for offline salvage.
+	 */
+	if (max_id && i < wb->nr_segments) {
+		u64 nr_after = 0;
+
+		for (i++; i < wb->nr_segments; i++) {
+			div64_u64_rem(start + i, wb->nr_segments, &k);
+			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+					 wb_slot_start_sector(k), wb->bounce,
+					 WB_BLOCK_SIZE);
+			if (err)
+				goto io_error;
+			hdr = wb->bounce;
+			if (hdr->id)
+				nr_after++;
+		}
+		if (nr_after)
+			DMWARN("%llu more segments after the stop point are discarded (damaged media?): salvage them offline (wbrecover) before writing to this device",
+			       (unsigned long long)nr_after);
+	}
+
 	/* The record: sector 2047, read as the 4 KiB block 2040..2047. */
 	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
 			 WB_SB_RECORD_SECTOR + 1 - WB_BLOCK_SECTORS, wb->bounce,

@@ -31,10 +31,10 @@ fio_run() {
 }
 up() { wb_report "t_$1" "$(cut -d' ' -f1 /proc/uptime)"; }
 up start
-fio_run rand4k --rw=randwrite --bs=4k --size=12M --fsync=64
+fio_run rand4k --rw=randwrite --bs=4k --size=8M --fsync=64
 fio_run rand512 --rw=randwrite --bs=512 --size=1M --fsync=128
-fio_run mixed --rw=randwrite --bsrange=512-16k --blockalign=512 --size=6M --fsync=32
-fio_run seq --rw=write --bs=64k --offset=40M --size=12M
+fio_run mixed --rw=randwrite --bsrange=512-16k --blockalign=512 --size=4M --fsync=32
+fio_run seq --rw=write --bs=64k --offset=40M --size=8M
 up fio
 wb_report status_fio "$(wb_dm_status wb)"
 $DMSETUP remove wb || wb_fail "remove failed"
@@ -47,7 +47,7 @@ wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
 # dd (static, quick to start) for the files, coreutils dd for O_DIRECT.
 dd if=/dev/urandom of=/tmp/rand bs=512 count=256 2>/dev/null
 i=0
-while [ $i -lt 100 ]; do
+while [ $i -lt 60 ]; do
 	s=$(( (RANDOM * 32768 + RANDOM) % 512 ))
 	n=$(( RANDOM % 3 + 1 ))
 	r=$(( i % 250 ))

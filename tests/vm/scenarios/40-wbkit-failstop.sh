@@ -11,8 +11,8 @@ VM_TIMEOUT=420
 
 work=$(mktemp -d "$VM_WORK/wbkit-fail.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 32M
-vm_image "$work/cache.img" 16M
+vm_image "$work/backing.img" 16M
+vm_image "$work/cache.img" 8M
 
 rc=0
 vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
@@ -28,7 +28,7 @@ setup() {
 	wb_dm_create backd "0 $LB linear /dev/vda 0"
 	wb_dm_create cached "0 $LC linear /dev/vdb 0"
 	wb_dm_create wb "0 $LB writeboost /dev/mapper/backd /dev/mapper/cached"
-	$WBSTAMP write $dev --seed 41 --ops 300 --size 16M --flush-every 50 --final-flush >/dev/null 2>&1 ||
+	$WBSTAMP write $dev --seed 41 --ops 300 --size 8M --flush-every 50 --final-flush >/dev/null 2>&1 ||
 		wb_fail "$1: writes before the failure failed"
 }
 # swap <dm name> <table>: the new table takes effect at once.
@@ -60,13 +60,13 @@ check() {
 # 1. Cache writes fail: the next segment flush kills the target.
 setup cache_flakey
 swap cached "0 $LC flakey /dev/vdb 0 0 60 1 error_writes"
-$WBSTAMP write $dev --seed 41 --first 301 --ops 600 --size 16M --flush-every 50 >/dev/null 2>&1 &&
+$WBSTAMP write $dev --seed 41 --first 301 --ops 600 --size 8M --flush-every 50 >/dev/null 2>&1 &&
 	wb_report "wbstamp_fails_cache_flakey" no
 check cache_flakey "cache:write:"
 
 # 2. The cache device fails everything: a flush request kills the target.
 setup cache_error
-$WBSTAMP write $dev --seed 41 --first 301 --ops 310 --size 16M --flush-every 0 >/dev/null 2>&1
+$WBSTAMP write $dev --seed 41 --first 301 --ops 310 --size 8M --flush-every 0 >/dev/null 2>&1
 swap cached "0 $LC error"
 sync
 echo x | $DD of=$dev bs=512 count=1 seek=1 conv=fsync oflag=direct 2>/dev/null && wb_report "flush_fails_early_cache_error" no
@@ -81,7 +81,7 @@ check backing_flakey "backing:write:"
 # 4. The backing device fails everything: a read miss kills the target.
 setup backing_error
 swap backd "0 $LB error"
-$DD if=$dev of=/dev/null bs=4k count=1 skip=6000 iflag=direct 2>/dev/null && wb_report "miss_fails_backing_error" no
+$DD if=$dev of=/dev/null bs=4k count=1 skip=3000 iflag=direct 2>/dev/null && wb_report "miss_fails_backing_error" no
 check backing_error "backing:read:"
 dmesg | grep -q "blocked for more than" && wb_report hung_task yes || wb_report hung_task no
 GUEST
