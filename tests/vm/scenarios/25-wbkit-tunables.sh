@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# dm-wbkit tunables and messages: constructor refusals with a readable
+# reason; sync_data_interval writes the RAM buffer without any flush request
+# (it survives a power cut); update_sb_record_interval writes
+# last_writeback_id to sector 2047; writeback_threshold starts background
+# writeback; messages change tunables, refuse bad values, clear_stat works;
+# the table line round-trips.
+set -euo pipefail
+source "$(dirname "$0")/wbkit-lib.inc"
+wbkit_prepare
+VM_TIMEOUT=300
+
+work=$(mktemp -d "$VM_WORK/wbkit-tun.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+vm_image "$work/backing.img" 32M
+vm_image "$work/cache.img" 8M
+
+W="--seed 25 --ops 400 --size 16M"
+rc=0
+vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
+. /lib/wbguest.sh
+wb_load_target wbkit
+len=\$(wb_sectors /dev/vda)
+refused() {
+	if \$DMSETUP create bad --table "0 \$len writeboost /dev/vda /dev/vdb \$1" 2>/dev/null; then
+		\$DMSETUP remove bad; echo accepted
+	else
+		dmesg | grep -q "\$2" && echo refused || echo "refused-without-reason"
+	fi
+}
+wb_report refuse_rct "\$(refused '2 read_cache_threshold 1' 'read_cache_threshold other than 0')"
+wb_report refuse_wam "\$(refused '2 write_around_mode 1' 'write_around_mode 1 is not supported')"
+wb_report refuse_thr "\$(refused '2 writeback_threshold 101' 'writeback_threshold must be')"
+wb_report refuse_key "\$(refused '2 no_such_key 1' 'Unknown optional argument')"
+wb_report refuse_odd "\$(refused '1 writeback_threshold' 'pairs')"
+\$DD if=/dev/zero of=/tmp/small bs=1M count=1 2>/dev/null
+wb_report accept_zero "\$(\$DMSETUP create ok0 --table "0 \$len writeboost /dev/vda /dev/vdb 4 read_cache_threshold 0 write_around_mode 0" 2>&1 && \$DMSETUP remove ok0 && echo yes)"
+
+wb_dm_create wb "0 \$len writeboost /dev/vda /dev/vdb 4 sync_data_interval 1 update_sb_record_interval 1"
+wb_report table "\$(\$DMSETUP table wb | cut -d' ' -f3-)"
+\$WBSTAMP write /dev/mapper/wb $W --flush-every 0 >/dev/null 2>&1 || wb_fail "writes failed"
+sleep 3
+set -- \$(wb_dm_status wb)
+wb_report synced "\$( [ "\$5" -gt 0 ] && [ "\$7" -gt 0 ] && echo yes || echo "no:\$*")"
+\$DMSETUP message wb 0 writeback_threshold 1 || wb_fail "message writeback_threshold failed"
+sleep 4
+set -- \$(wb_dm_status wb)
+wb_report background "\$( [ "\$6" = "\$5" ] && echo yes || echo "no:\$*")"
+lw=\$6
+sleep 3
+rec=\$(\$DD if=/dev/vdb bs=512 skip=2047 count=1 iflag=direct 2>/dev/null | od -An -tu8 -N8 | tr -d ' ')
+wb_report record "\$( [ "\$rec" = "\$lw" ] && echo yes || echo "no:\$rec!=\$lw")"
+\$DMSETUP message wb 0 writeback_threshold 101 2>/dev/null && wb_report bad_message accepted
+\$DMSETUP message wb 0 read_cache_threshold 3 2>/dev/null && wb_report bad_message accepted
+\$DMSETUP message wb 0 nr_max_batched_writeback 7 || wb_fail "message nr_max_batched_writeback failed"
+\$DMSETUP message wb 0 writeback_threshold 0 || wb_fail "message writeback_threshold failed"
+\$DMSETUP message wb 0 clear_stat || wb_fail "clear_stat failed"
+st=\$(wb_dm_status wb)
+wb_report status_msg "\$st"
+set -- \$st
+shift 7
+wb_report cleared "\$( [ "\$*" = "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 10 writeback_threshold 0 nr_cur_batched_writeback 7 sync_data_interval 1 update_sb_record_interval 1 read_cache_threshold 0 dead 0 -" ] && echo yes || echo no)"
+# More writes, no flush, then the power goes: sync_data_interval saves them.
+\$WBSTAMP write /dev/mapper/wb $W --first 401 --ops 500 --flush-every 0 >/dev/null 2>&1 || wb_fail "writes failed"
+sleep 3
+GUEST
+[ "$rc" = 0 ] || exit 1
+echo "tunables: ${VM_ELAPSED}s; table: $(vm_result table); status: $(vm_result status_msg)"
+fail=0
+for k in refuse_rct refuse_wam refuse_thr refuse_key refuse_odd; do
+	wbkit_expect "$k" refused || fail=1
+done
+for k in accept_zero synced background record cleared; do
+	wbkit_expect "$k" yes || fail=1
+done
+[ -z "$(vm_result bad_message)" ] || { echo "a bad message was accepted"; fail=1; }
+[ "$(vm_result table)" = "writeboost 254:0 254:16 4 update_sb_record_interval 1 sync_data_interval 1" ] ||
+	[ "$(vm_result table | cut -d' ' -f4-)" = "4 update_sb_record_interval 1 sync_data_interval 1" ] ||
+	{ echo "unexpected table line: $(vm_result table)"; fail=1; }
+
+rc=0
+vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
+. /lib/wbguest.sh
+wb_load_target wbkit
+wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+\$WBSTAMP verify /dev/mapper/wb $W --ops 500 --flushed 500 >/tmp/v.out 2>&1 && wb_report after_cut ok || { tail -n 5 /tmp/v.out; wb_report after_cut failed; }
+GUEST
+[ "$rc" = 0 ] || exit 1
+wbkit_expect after_cut ok || fail=1
+exit $fail
