@@ -254,16 +254,21 @@ static int wb_format(struct wb_device *wb, char **error)
 	DMINFO("formatting the cache device (%llu segments)",
 	       (unsigned long long)wb->nr_segments);
 
-	wb_aio_init(&aio);
-	for (s = 0; s < WB_SUPERBLOCK_SECTORS; s += WB_BLOCK_SECTORS)
-		wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE, s, zero,
-			      WB_BLOCK_SIZE);
-	for (k = 0; k < wb->nr_segments; k++) {
-		wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE,
-			      wb_slot_start_sector(k), zero, WB_BLOCK_SIZE);
-		cond_resched();
-	}
-	err = wb_aio_wait(&aio);
+	do {
+		wb_aio_init(&aio);
+		for (s = 0; s < WB_SUPERBLOCK_SECTORS; s += WB_BLOCK_SECTORS)
+			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE, s,
+				      zero, WB_BLOCK_SIZE);
+		for (k = 0; k < wb->nr_segments; k++) {
+			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE,
+				      wb_slot_start_sector(k), zero,
+				      WB_BLOCK_SIZE);
+			cond_resched();
+		}
+		err = wb_aio_wait(&aio);
+		if (err == -ENOMEM)
+			msleep(100);	/* zeroing again is harmless */
+	} while (err == -ENOMEM);
 	if (err) {
 		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
 		goto io_error;

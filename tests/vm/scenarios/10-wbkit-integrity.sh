@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # dm-wbkit data integrity: fio with crc32c verification over 4 KiB random
-# writes, 512-byte writes and unaligned mixed sizes (split at 4 KiB, merged
-# with older dirty sectors), read back through the target; a cache smaller
-# than the data so writeback runs underneath; partial blocks over a backing
-# device full of random data, compared with a model file byte for byte.
+# writes, 512-byte writes, unaligned mixed sizes (split at 4 KiB, merged
+# with older dirty sectors) and four concurrent writers, read back through
+# the target; a cache smaller than the data so writeback runs underneath;
+# partial blocks over a backing device full of random data, compared with a
+# model file byte for byte.
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
@@ -35,6 +36,9 @@ fio_run rand4k --rw=randwrite --bs=4k --size=8M --fsync=64
 fio_run rand512 --rw=randwrite --bs=512 --size=1M --fsync=128
 fio_run mixed --rw=randwrite --bsrange=512-16k --blockalign=512 --size=4M --fsync=32
 fio_run seq --rw=write --bs=64k --offset=40M --size=8M
+# Four writers at queue depth 8: the bio worker, flusher and writeback race.
+fio_run concurrent --ioengine=libaio --iodepth=8 --numjobs=4 --size=3M \
+	--offset_increment=4M --rw=randwrite --bsrange=512-16k --blockalign=512 --fsync=50
 up fio
 wb_report status_fio "$(wb_dm_status wb)"
 $DMSETUP remove wb || wb_fail "remove failed"
@@ -74,6 +78,6 @@ GUEST
 echo "integrity: ${VM_ELAPSED}s; status after fio: $(vm_result status_fio)"
 echo "status after partial writes: $(vm_result status_merge)"
 [ "$rc" = 0 ] || exit 1
-for k in fio_rand4k fio_rand512 fio_mixed fio_seq merge_live merge_replayed merge_backing; do
+for k in fio_rand4k fio_rand512 fio_mixed fio_seq fio_concurrent merge_live merge_replayed merge_backing; do
 	wbkit_expect "$k" ok || exit 1
 done
