@@ -1,7 +1,10 @@
 #include "wbkit/replay.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <mutex>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -145,64 +148,108 @@ namespace {
 std::uint64_t round_down(std::uint64_t value, std::uint64_t to) { return value / to * to; }
 std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
+// One extent in flight: while the writer sends one stage to the
+// destination, a reader thread fills the other from the cache.
+struct Stage {
+	explicit Stage(std::uint64_t bytes) : data(bytes), bounce(bytes) {}
+	AlignedBuffer data;
+	AlignedBuffer bounce; // aligned window when the cache needs O_DIRECT alignment
+	ReplayExtent extent;
+	std::vector<bool> bad; // per sector of the extent: the cache copy could not be read
+	bool any_bad = false;
+	std::uint64_t read_requests = 0;
+};
+
 class Executor {
 public:
 	Executor(const ReplayPlan& plan, Device& cache, Device& destination, const ExecuteOptions& options)
 		: plan_(plan), cache_(cache), destination_(destination), options_(options),
 		  max_bytes_(std::max<std::uint64_t>(block_size, plan.options().max_extent_bytes / sector_size * sector_size)),
-		  buffer_(max_bytes_ + 2 * block_size), bounce_(max_bytes_ + 2 * block_size)
+		  rmw_(max_bytes_ + 2 * block_size)
 	{
 	}
 
 	ReplayResult run()
 	{
+		const auto start = std::chrono::steady_clock::now();
 		const std::uint64_t total = plan_.summary().bytes;
-		plan_.for_each_extent([&](const ReplayExtent& extent) {
-			bad_.assign(extent.sectors, false);
-			bool any_bad = false;
-			for (const ExtentSource& source : extent.sources)
-				any_bad |= !read_source(extent, source);
-			if (!any_bad) {
-				write(extent.backing_sector, buffer_.span().first(extent.bytes()));
-			} else {
-				// Write the runs of sectors whose cache copy could be read.
-				for (std::uint64_t s = 0; s < extent.sectors;) {
-					if (bad_[s]) {
-						++s;
-						continue;
-					}
-					std::uint64_t e = s;
-					while (e < extent.sectors && !bad_[e])
-						++e;
-					write(extent.backing_sector + s,
-					      buffer_.span().subspan(s * sector_size, (e - s) * sector_size));
-					s = e;
-				}
+		Stage stages[2] = {Stage(max_bytes_ + 2 * block_size), Stage(max_bytes_ + 2 * block_size)};
+		ReplayPlan::Cursor cursor = plan_.extents();
+		std::optional<ReplayExtent> next = cursor.next();
+		Stage* current = &stages[0];
+		if (next) {
+			current->extent = std::move(*next);
+			read_stage(*current);
+		}
+		while (next) {
+			next = cursor.next();
+			Stage* ahead = current == &stages[0] ? &stages[1] : &stages[0];
+			std::future<void> pending;
+			if (next) {
+				ahead->extent = std::move(*next);
+				pending = std::async(std::launch::async, [this, ahead] { read_stage(*ahead); });
 			}
+			write_stage(*current);
+			result_.read_requests += current->read_requests;
 			++result_.extents_written;
-			done_ += extent.bytes();
+			done_ += current->extent.bytes();
 			if (options_.progress)
 				options_.progress(ReplayProgress{.bytes_done = done_, .bytes_total = total});
-		});
+			if (pending.valid())
+				pending.get(); // rethrows a read error of the reader thread
+			current = ahead;
+		}
 		// Ordering: nothing is reported as replayed before the destination has it on stable media.
 		destination_.flush_or_throw();
 		if (options_.unaligned_destination && options_.unaligned_destination != &destination_)
 			options_.unaligned_destination->flush_or_throw();
+		result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 		return result_;
 	}
 
 private:
-	// Returns false when some sectors could not be read (marked in bad_).
-	bool read_source(const ReplayExtent& extent, const ExtentSource& source)
+	void read_stage(Stage& stage)
 	{
-		std::span<std::byte> dest = buffer_.span().subspan(source.extent_sector * sector_size, source.sectors * sector_size);
+		stage.bad.assign(stage.extent.sectors, false);
+		stage.any_bad = false;
+		stage.read_requests = 0;
+		for (const ExtentSource& source : stage.extent.sources)
+			stage.any_bad |= !read_source(stage, source);
+	}
+
+	void write_stage(const Stage& stage)
+	{
+		const ReplayExtent& extent = stage.extent;
+		if (!stage.any_bad) {
+			write(extent.backing_sector, stage.data.span().first(extent.bytes()));
+			return;
+		}
+		// Write the runs of sectors whose cache copy could be read.
+		for (std::uint64_t s = 0; s < extent.sectors;) {
+			if (stage.bad[s]) {
+				++s;
+				continue;
+			}
+			std::uint64_t e = s;
+			while (e < extent.sectors && !stage.bad[e])
+				++e;
+			write(extent.backing_sector + s, stage.data.span().subspan(s * sector_size, (e - s) * sector_size));
+			s = e;
+		}
+	}
+
+	// Returns false when some sectors could not be read (marked in stage.bad).
+	bool read_source(Stage& stage, const ExtentSource& source)
+	{
+		const ReplayExtent& extent = stage.extent;
+		std::span<std::byte> dest = stage.data.span().subspan(source.extent_sector * sector_size, source.sectors * sector_size);
 		const std::uint64_t align = cache_.required_alignment();
 		const std::uint64_t begin = round_down(source.cache_offset, align);
 		const std::uint64_t end = round_up(source.cache_offset + dest.size(), align);
 		const bool direct_ok = begin == source.cache_offset && end == source.cache_offset + dest.size() &&
 				       reinterpret_cast<std::uintptr_t>(dest.data()) % align == 0;
-		std::span<std::byte> target = direct_ok ? dest : bounce_.span().first(end - begin);
-		++result_.read_requests;
+		std::span<std::byte> target = direct_ok ? dest : stage.bounce.span().first(end - begin);
+		++stage.read_requests;
 		int err = cache_.read_at(begin, target);
 		if (err && !options_.on_failure)
 			throw IoError(fmt::format("reading {} bytes of segment {} at cache offset {} failed", target.size(),
@@ -219,7 +266,7 @@ private:
 				const std::uint64_t first = (lo - source.cache_offset) / sector_size;
 				const std::uint64_t last = (hi - source.cache_offset + sector_size - 1) / sector_size;
 				for (std::uint64_t s = first; s < last; ++s)
-					bad_[source.extent_sector + s] = true;
+					stage.bad[source.extent_sector + s] = true;
 				report(extent.backing_sector + source.extent_sector + first, last - first,
 				       ReplayFailure::cache_unreadable);
 			});
@@ -265,7 +312,7 @@ private:
 		const std::uint64_t align = destination_.required_alignment();
 		const std::uint64_t begin = round_down(offset, align);
 		const std::uint64_t end = round_up(offset + data.size(), align);
-		std::span<std::byte> window = bounce_.span().first(end - begin);
+		std::span<std::byte> window = rmw_.span().first(end - begin);
 		++result_.read_requests;
 		int err = destination_.read_at(begin, window);
 		if (!err) {
@@ -283,8 +330,10 @@ private:
 		report(offset / sector_size, data.size() / sector_size, ReplayFailure::write_failed);
 	}
 
+	// Called by the writer and the reader thread.
 	void report(std::uint64_t backing_sector, std::uint64_t sectors, ReplayFailure kind)
 	{
+		std::lock_guard lock(report_mutex_);
 		result_.failed_sectors += sectors;
 		options_.on_failure(backing_sector, sectors, kind);
 	}
@@ -294,9 +343,8 @@ private:
 	Device& destination_;
 	const ExecuteOptions& options_;
 	std::uint64_t max_bytes_;
-	AlignedBuffer buffer_;
-	AlignedBuffer bounce_;
-	std::vector<bool> bad_;
+	AlignedBuffer rmw_;
+	std::mutex report_mutex_;
 	std::uint64_t done_ = 0;
 	ReplayResult result_;
 };
@@ -484,6 +532,7 @@ nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run)
 		{"segments", segments},
 		{"not_replayed", run.shortfalls},
 		{"forced", run.overridden},
+		{"scan_seconds", run.scan_seconds},
 		{"marked_clean", run.marked_clean},
 		{"mark_clean_refused", run.mark_clean_refused.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.mark_clean_refused)},
 	};
@@ -492,6 +541,7 @@ nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run)
 				  {"extents", run.result->extents_written},
 				  {"write_requests", run.result->write_requests},
 				  {"read_requests", run.result->read_requests},
+				  {"seconds", run.result->seconds},
 				  {"backing_flushed", true}};
 	else
 		doc["written"] = nullptr;

@@ -124,7 +124,8 @@ struct ExecuteOptions {
 	Device* unaligned_destination = nullptr;
 	// Unset: the first read or write error throws IoError. Set: failing
 	// ranges are narrowed down (retry, 4 KiB, sector), reported here, left
-	// out, and the replay goes on.
+	// out, and the replay goes on. Called from the executor's reader thread
+	// too, one call at a time.
 	std::function<void(std::uint64_t backing_sector, std::uint64_t sectors, ReplayFailure kind)> on_failure{};
 	unsigned retries = 2;
 };
@@ -135,6 +136,7 @@ struct ReplayResult {
 	std::uint64_t write_requests = 0;
 	std::uint64_t read_requests = 0;
 	std::uint64_t failed_sectors = 0;
+	double seconds = 0; // writing and the final flush
 };
 
 // Writes every extent, then flushes the destination: nothing counts as
@@ -184,6 +186,7 @@ struct ReplayRun {
 	std::string mark_clean_refused{}; // why --mark-clean was not carried out
 	std::vector<std::string> overridden{};
 	std::vector<std::string> shortfalls{};
+	double scan_seconds = 0;
 };
 
 nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run);
