@@ -11,6 +11,7 @@
 #include <string>
 
 #include "wbkit/errors.hpp"
+#include "wbkit/tool_main.hpp"
 #include "wbkit/log_writer.hpp"
 
 namespace {
@@ -170,19 +171,5 @@ int main(int argc, char** argv)
 	app.add_option("--record", o.record, "superblock record (last written-back segment id)");
 	app.add_option("--region-mib", o.region_mib, "only write the first N MiB of the backing device");
 	app.add_option("--expected", o.expected, "also write the expected logical image here");
-	try {
-		app.parse(argc, argv);
-	} catch (const CLI::CallForHelp&) {
-		std::cout << app.help();
-		return 0;
-	} catch (const CLI::ParseError& e) {
-		std::cerr << "wbsynth: error: " << e.what() << '\n';
-		return 2;
-	}
-	try {
-		return run(o);
-	} catch (const wbkit::Error& e) {
-		std::cerr << "wbsynth: error: " << e.what() << '\n';
-		return int(e.exit_code());
-	}
+	return wbkit::run_tool("wbsynth", app, argc, argv, [&] { return run(o); });
 }

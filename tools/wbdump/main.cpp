@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "wbkit/errors.hpp"
+#include "wbkit/tool_main.hpp"
 #include "wbkit/inspect.hpp"
 
 namespace {
@@ -127,22 +128,5 @@ int main(int argc, char** argv)
 	slot->excludes(segment);
 	app.add_option("--block", o.block, "where the newest copy of this backing SECTOR lives, with a hexdump");
 	app.add_flag("--no-verify", o.no_verify, "read segment headers only; do not verify checksums");
-	try {
-		app.parse(argc, argv);
-	} catch (const CLI::CallForHelp&) {
-		std::cout << app.help();
-		return 0;
-	} catch (const CLI::ParseError& e) {
-		std::cerr << "wbdump: error: " << e.what() << "\nRun with --help for usage.\n";
-		return int(wbkit::ExitCode::usage);
-	}
-	try {
-		return run(o);
-	} catch (const wbkit::Error& e) {
-		std::cerr << "wbdump: error: " << e.what() << '\n';
-		return int(e.exit_code());
-	} catch (const std::exception& e) {
-		std::cerr << "wbdump: error: " << e.what() << '\n';
-		return int(wbkit::ExitCode::operational);
-	}
+	return wbkit::run_tool("wbdump", app, argc, argv, [&] { return run(o); });
 }
