@@ -560,6 +560,9 @@ void print_replay_report(std::ostream& out, const ReplayPlan& plan, const Replay
 		fmt::print(out, "log      segments {}..{} ({} in the log), last_flushed_id {}, last_writeback_id {}, stop: {}\n",
 			   scan.oldest_id(), scan.last_flushed_id, scan.log.size(), scan.last_flushed_id,
 			   scan.last_writeback_id, stop_reason_name(scan.stop_reason));
+	for (const SegmentUse& use : segment_uses(plan))
+		if (!use.in_log)
+			fmt::print(out, "unused   segment {} (slot {}): {}\n", use.id, use.slot, use.reason);
 	fmt::print(out, "plan     {} dirty block(s), {} dirty sector(s), {} in {} write extent(s) from {} segment(s)\n",
 		   s.dirty_blocks, s.dirty_sectors, human_bytes(s.bytes), s.extents, s.segments_contributing);
 	for (const std::string& o : run.overridden)
