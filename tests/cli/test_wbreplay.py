@@ -257,3 +257,21 @@ def test_block_device_held_open_exclusively_is_refused(synth, tmp_path):
         assert free.returncode == OK, free.stderr
     finally:
         subprocess.run(["losetup", "-d", loop])
+
+
+def test_replay_onto_a_loop_block_device(synth):
+    # The block-device path: size from BLKGETSIZE64, O_EXCL, O_DIRECT writes.
+    cache, backing, expected = synth("--writes", "1500", "--partial-percent", "40")
+    if shutil.which("losetup") is None:
+        pytest.skip("losetup is not installed")
+    setup = subprocess.run(["losetup", "--find", "--show", str(backing)], capture_output=True, text=True)
+    if setup.returncode != 0:
+        pytest.skip(f"no loop device here: {setup.stderr.strip()}")
+    loop = setup.stdout.strip()
+    try:
+        result = wbreplay("--cache", cache, "--backing", loop, "--json", "-q")
+        assert result.returncode == OK, result.stderr
+        assert json.loads(result.stdout)["written"]["backing_flushed"] is True
+    finally:
+        subprocess.run(["losetup", "-d", loop])
+    assert sha256(backing) == sha256(expected)
