@@ -225,10 +225,15 @@ vm_run() {
 	pad=$(((4096 - size % 4096) % 4096 + 4096))
 	head -c "$pad" /dev/zero | tr '\0' '\n' >>"$script_disk"
 
-	local drives=() disk
+	local drives=() disk letters=abcdefghijklmnopqrstuvwxyz i=0 opts
 	for disk in "$@" "$script_disk"; do
 		[ -f "$disk" ] || { vm_log "no such disk image: $disk"; rm -f "$script_disk"; return 125; }
-		drives+=(-drive "file=${disk//,/,,},format=raw,if=virtio,cache=none")
+		# VM_DRIVE_OPTS_vd<letter> appends -drive options to that one disk,
+		# e.g. VM_DRIVE_OPTS_vda=throttling.iops-total=150 makes /dev/vda
+		# as slow as a hard disk (bench/vm-writeback-sorting.sh).
+		opts=VM_DRIVE_OPTS_vd${letters:i:1}
+		drives+=(-drive "file=${disk//,/,,},format=raw,if=virtio,cache=none${!opts:+,${!opts}}")
+		i=$((i + 1))
 	done
 
 	# -net none: no NIC, so the BIOS does not spend seconds in the iPXE ROM.
