@@ -32,18 +32,21 @@ fio_run() {
 }
 up() { wb_report "t_$1" "$(cut -d' ' -f1 /proc/uptime)"; }
 up start
-fio_run rand4k --rw=randwrite --bs=4k --size=8M --fsync=64
+fio_run rand4k --rw=randwrite --bs=4k --size=6M --fsync=64
 fio_run rand512 --rw=randwrite --bs=512 --size=1M --fsync=128
 fio_run mixed --rw=randwrite --bsrange=512-16k --blockalign=512 --size=4M --fsync=32
 fio_run seq --rw=write --bs=64k --offset=40M --size=8M
 # Four writers at queue depth 8: the bio worker, flusher and writeback race.
-fio_run concurrent --ioengine=libaio --iodepth=8 --numjobs=4 --size=3M \
+fio_run concurrent --ioengine=libaio --iodepth=8 --numjobs=4 --size=2M \
 	--offset_increment=4M --rw=randwrite --bsrange=512-16k --blockalign=512 --fsync=50
 up fio
 wb_report status_fio "$(wb_dm_status wb)"
 $DMSETUP remove wb || wb_fail "remove failed"
 
 # Partial blocks over non-zero backing data: the target must merge them.
+# The backing device changes behind the cache's back, so start a new cache
+# (zero sector 0: the next target formats it) instead of replaying the old.
+$DD if=/dev/zero of=/dev/vdb bs=4k count=1 oflag=direct 2>/dev/null
 $DD if=/dev/urandom of=/dev/vda bs=1M count=2 oflag=direct 2>/dev/null
 $DD if=/dev/vda of=/tmp/model bs=1M count=2 2>/dev/null
 wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"

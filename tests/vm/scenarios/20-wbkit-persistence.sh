@@ -15,9 +15,9 @@ trap 'rm -rf "$work"' EXIT
 vm_image "$work/backing.img" 64M
 vm_image "$work/cache.img" 16M
 
-# Region A: 0..32M, seed 11, 3000 writes, no flush, then suspend/remove.
+# Region A: 0..32M, seed 11, 2000 writes, no flush, then suspend/remove.
 # Region B: 32M..48M, seed 12, writes 1..1500 flushed, then more in flight.
-A="--seed 11 --ops 3000 --offset 0 --size 32M"
+A="--seed 11 --ops 2000 --offset 0 --size 32M"
 B="--seed 12 --ops 1000000 --offset 32M --size 16M"
 
 rc=0
@@ -35,11 +35,11 @@ wb_dm_create wb "\$table"
 stamp write_a write \$dev $A --flush-every 0
 \$DMSETUP suspend wb || wb_fail "suspend failed"
 \$DMSETUP resume wb || wb_fail "resume failed"
-stamp verify_a_resumed verify \$dev $A --flushed 3000
+stamp verify_a_resumed verify \$dev $A --flushed 2000
 \$DMSETUP remove wb || wb_fail "remove failed"
 wb_dm_create wb "\$table"
 wb_report status_replayed "\$(wb_dm_status wb)"
-stamp verify_a_replayed verify \$dev $A --flushed 3000
+stamp verify_a_replayed verify \$dev $A --flushed 2000
 stamp write_b write \$dev $B --ops 1500 --flush-every 16
 # In flight at the power cut: flushes every 8 writes, never finishes.
 \$WBSTAMP write \$dev $B --first 1501 --flush-every 8 >/dev/null 2>&1 &
@@ -66,12 +66,12 @@ stamp() {
 }
 wb_dm_create wb "\$table"
 wb_report status_after_cut "\$(wb_dm_status wb)"
-stamp verify_a_cut verify \$dev $A --flushed 3000
+stamp verify_a_cut verify \$dev $A --flushed 2000
 stamp verify_b_cut verify \$dev $B --flushed 1500
 \$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
 wb_report status_dropped "\$(wb_dm_status wb)"
 \$DMSETUP remove wb || wb_fail "remove failed"
-stamp verify_a_backing verify /dev/vda $A --flushed 3000
+stamp verify_a_backing verify /dev/vda $A --flushed 2000
 stamp verify_b_backing verify /dev/vda $B --flushed 1500
 GUEST
 echo "boot 2: ${VM_ELAPSED}s, status after the cut: $(vm_result status_after_cut)"

@@ -12,11 +12,11 @@ vm_has_upstream || { echo "upstream dm-writeboost.ko not built for $VM_KVER"; ex
 
 work=$(mktemp -d "$VM_WORK/wbkit-interop.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 32M
+vm_image "$work/backing.img" 24M
 vm_image "$work/cache.img" 16M
 
-A="--seed 61 --ops 2000 --offset 0 --size 16M"
-B="--seed 62 --ops 2000 --offset 16M --size 16M"
+A="--seed 61 --ops 1500 --offset 0 --size 12M"
+B="--seed 62 --ops 1500 --offset 12M --size 12M"
 rc=0
 vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
 . /lib/wbguest.sh
@@ -41,7 +41,7 @@ wb_load_target upstream
 wb_dm_create wb "\$table"
 wb_report status_upstream_replayed "\$(wb_dm_status wb)"
 [ "\$(sum)" = "\$s1" ] && wb_report same_a yes || wb_report same_a no
-stamp verify_a_upstream verify \$dev $A --flushed 2000
+stamp verify_a_upstream verify \$dev $A --flushed 1500
 
 # upstream writes (on top), dm-wbkit replays.
 stamp write_b write \$dev $B --flush-every 100
@@ -53,12 +53,12 @@ wb_load_target wbkit
 wb_dm_create wb "\$table"
 wb_report status_wbkit_replayed "\$(wb_dm_status wb)"
 [ "\$(sum)" = "\$s2" ] && wb_report same_b yes || wb_report same_b no
-stamp verify_a_wbkit verify \$dev $A --flushed 2000
-stamp verify_b_wbkit verify \$dev $B --flushed 2000
+stamp verify_a_wbkit verify \$dev $A --flushed 1500
+stamp verify_b_wbkit verify \$dev $B --flushed 1500
 \$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
 \$DMSETUP remove wb || wb_fail "remove failed"
-stamp verify_a_backing verify /dev/vda $A --flushed 2000
-stamp verify_b_backing verify /dev/vda $B --flushed 2000
+stamp verify_a_backing verify /dev/vda $A --flushed 1500
+stamp verify_b_backing verify /dev/vda $B --flushed 1500
 GUEST
 echo "interop: ${VM_ELAPSED}s"
 echo "upstream after replaying dm-wbkit's cache: $(vm_result status_upstream_replayed)"
