@@ -8,6 +8,7 @@
 #include "wbkit/errors.hpp"
 #include "wbkit/progress.hpp"
 #include "wbkit/recover.hpp"
+#include "wbkit/tool_main.hpp"
 
 namespace {
 
@@ -109,22 +110,5 @@ int main(int argc, char** argv)
 	app.add_option("--report", o.report, "write the full report as JSON to FILE");
 	app.add_flag("--force", o.force, "go on without the magic, or with blocks past the backing end");
 	app.add_flag("-q,--quiet", o.quiet, "no progress output");
-	try {
-		app.parse(argc, argv);
-	} catch (const CLI::CallForHelp&) {
-		std::cout << app.help();
-		return 0;
-	} catch (const CLI::ParseError& e) {
-		std::cerr << "wbrecover: error: " << e.what() << "\nRun with --help for usage.\n";
-		return int(wbkit::ExitCode::usage);
-	}
-	try {
-		return run(o);
-	} catch (const wbkit::Error& e) {
-		std::cerr << "wbrecover: error: " << e.what() << '\n';
-		return int(e.exit_code());
-	} catch (const std::exception& e) {
-		std::cerr << "wbrecover: error: " << e.what() << '\n';
-		return int(wbkit::ExitCode::operational);
-	}
+	return wbkit::run_tool("wbrecover", app, argc, argv, [&] { return run(o); });
 }

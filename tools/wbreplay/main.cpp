@@ -7,6 +7,7 @@
 
 #include "wbkit/errors.hpp"
 #include "wbkit/progress.hpp"
+#include "wbkit/tool_main.hpp"
 #include "wbkit/replay.hpp"
 
 namespace {
@@ -114,22 +115,5 @@ int main(int argc, char** argv)
 	app.add_flag("--mark-clean", o.mark_clean,
 		     "after the backing device is flushed, set the superblock record so the target does not replay again");
 	app.add_flag("--force", o.force, "override the checks that allow it (missing magic, blocks past the backing end)");
-	try {
-		app.parse(argc, argv);
-	} catch (const CLI::CallForHelp&) {
-		std::cout << app.help();
-		return 0;
-	} catch (const CLI::ParseError& e) {
-		std::cerr << "wbreplay: error: " << e.what() << "\nRun with --help for usage.\n";
-		return int(wbkit::ExitCode::usage);
-	}
-	try {
-		return run(o);
-	} catch (const wbkit::Error& e) {
-		std::cerr << "wbreplay: error: " << e.what() << '\n';
-		return int(e.exit_code());
-	} catch (const std::exception& e) {
-		std::cerr << "wbreplay: error: " << e.what() << '\n';
-		return int(wbkit::ExitCode::operational);
-	}
+	return wbkit::run_tool("wbreplay", app, argc, argv, [&] { return run(o); });
 }
