@@ -171,7 +171,7 @@ static int wb_write(struct wb_device *wb, struct bio *bio, sector_t sector)
 	seg = wb->cur;
 	old = wb_ht_lookup(wb, block);
 	on_buffer = old && wb_mb_seg(wb, old) == seg;
-	wb_stat_inc(wb, true, old, on_buffer, n == WB_BLOCK_SECTORS);
+	wb_stat_inc(wb, true, old != NULL, on_buffer, n == WB_BLOCK_SECTORS);
 
 	if (on_buffer) {
 		/* Overwrite in place in the open segment. */
