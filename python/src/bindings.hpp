@@ -68,6 +68,10 @@ struct SuperblockInfo {
 	std::uint64_t record = 0;
 };
 
+// A ReplayPlan object over a scan; cache.cpp's Cache.replay_plan() makes it.
+py::object make_plan(std::shared_ptr<const LogScan> scan, std::optional<std::uint64_t> backing_sectors,
+	       std::uint64_t max_extent_bytes, std::string cache_path, std::string backing_path);
+
 // Python ints are unbounded and signed; the library's offsets and ids are
 // uint64_t. A negative or oversized argument is a ValueError, as for any
 // other bad argument, not the TypeError pybind11 would raise.

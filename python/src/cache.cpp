@@ -347,6 +347,24 @@ void bind_cache(py::module_& m)
 			"Iterate over every metablock of the log in replay order (LogMetablock), re-reading one "
 			"segment header at a time. Uses the latest scan(), or makes a verified one.")
 		.def(
+			"replay_plan",
+			[](const Cache& c, const py::int_& max_extent_bytes) {
+				std::uint64_t max = to_u64(max_extent_bytes, "max_extent_bytes");
+				if (max < block_size || max % sector_size)
+					throw py::value_error(fmt::format("max_extent_bytes must be a multiple of {} and at least {}",
+									  sector_size, block_size));
+				CacheState& st = *c.state;
+				auto scan = latest_scan(st);
+				std::optional<std::uint64_t> backing_sectors;
+				if (st.backing)
+					backing_sectors = st.backing->size_bytes() / sector_size;
+				return make_plan(scan, backing_sectors, max, st.path, st.backing_path);
+			},
+			py::arg("max_extent_bytes") = 4ULL << 20,
+			"The replay plan of the log (a ReplayPlan): its summary and, as an iterator, the writes to the "
+			"backing device. Uses the latest scan(), or makes a verified one. With a backing device given to "
+			"open(), sectors past its end are left out and counted as skipped. Writes nothing.")
+		.def(
 			"close", [](Cache& c) { c.state->cache.reset(); c.state->backing.reset(); c.state->scan.reset(); },
 			"Close the devices. Later reads raise ValueError; closing twice is harmless.")
 		.def("__enter__", [](Cache& c) -> Cache& { return c; })

@@ -90,7 +90,7 @@ def written_cache(tmp_path):
         for i in range(300):
             w.write(8 * (i * 3 % 1000), pattern(4096, i))
         w.flush()
-        w.write(16 + 2, pattern(1024, 7))  # sectors 2..3 of block 16
+        w.write(24 + 2, pattern(1024, 7))  # sectors 2..3 of block 24
         w.write_clean(4000, bytes(4096))
         w.flush()
         w.write(800, pattern(8192, 9))
