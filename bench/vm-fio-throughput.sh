@@ -45,7 +45,8 @@ vm_image "$work/backing.img" 4G
 vm_image "$work/cache-wbkit.img" 4G
 vm_image "$work/cache-upstream.img" 4G
 
-VM_TIMEOUT=${VM_TIMEOUT:-900}
+# lib.sh sets VM_TIMEOUT (240 s) already: too short for a 2-round run.
+VM_TIMEOUT=${WBKIT_BENCH_VM_TIMEOUT:-600}
 {
 	echo "ROUNDS=$rounds RUNTIME=$runtime IO_CAP=$io_cap TARGETS='$targets'"
 	cat <<'GUEST'

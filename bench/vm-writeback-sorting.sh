@@ -94,7 +94,8 @@ GUEST
 } >"$work/guest.sh"
 
 vrc=0
-VM_TIMEOUT=${VM_TIMEOUT:-600} VM_DRIVE_OPTS_vda="throttling.iops-total=$iops" \
+# lib.sh sets VM_TIMEOUT (240 s) already: too short on a loaded machine.
+VM_TIMEOUT=${WBKIT_BENCH_VM_TIMEOUT:-600} VM_DRIVE_OPTS_vda="throttling.iops-total=$iops" \
 	vm_run "$work/guest.sh" "$work/backing.img" "$work/cache.img" || vrc=$?
 echo "VM: ${VM_ELAPSED}s, log $VM_LOG; load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$vrc" != 0 ]; then
