@@ -314,7 +314,9 @@ private:
 			r.verdict.id = r.header.id;
 			if (r.header.id == 0)
 				continue; // only the metablock sectors were bad; the slot was never written
-			if (!r.header.length_valid() || k.geometry.slot_of_id(r.header.id) != slot) {
+			// The kernel applies a valid segment in the wrong slot; an unverifiable one there is not trusted.
+			const bool misplaced = k.geometry.slot_of_id(r.header.id) != slot && info.state != SlotState::valid;
+			if (!r.header.length_valid() || misplaced) {
 				r.verdict.reason = r.header.length_valid() ? "slot-mismatch" : "length-too-large";
 				slots_.push_back(std::move(r));
 				continue;
