@@ -178,10 +178,16 @@ void bind_cache(py::module_& m)
 				     const LogSegment& seg = log[it.segment];
 				     if (!it.loaded) {
 					     auto device = it.state->device();
-					     py::gil_scoped_release unlocked;
-					     AlignedBuffer block(block_size);
-					     device->read_exact(it.scan->geometry.slot_offset(seg.slot), block.span());
-					     it.header = parse_segment_header(block.span());
+					     const std::uint64_t offset = it.scan->geometry.slot_offset(seg.slot);
+					     SegmentHeader header;
+					     {
+						     // The iterator itself is only touched with the GIL held.
+						     py::gil_scoped_release unlocked;
+						     AlignedBuffer block(block_size);
+						     device->read_exact(offset, block.span());
+						     header = parse_segment_header(block.span());
+					     }
+					     it.header = header;
 					     it.loaded = true;
 					     it.next = 0;
 				     }

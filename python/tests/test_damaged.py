@@ -129,7 +129,7 @@ def test_valid_checksums_over_wild_metablocks(tmp_path):
                    reason="library bug, reported: ReplayPlan's constructor counts dirty blocks with a loop that "
                           "wraps past 2**64 when an extent ends there, and never ends")
 def test_replay_plan_of_wild_metablocks_terminates(tmp_path):
-    names = exercise(wild_image(tmp_path), timeout=30)
+    names = exercise(wild_image(tmp_path), timeout=20)
     assert "metablock-sector-unaligned" in names
 
 
