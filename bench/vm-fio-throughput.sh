@@ -8,15 +8,15 @@
 # The figures are TCG-emulated (no KVM here) and the machine is shared:
 # compare the columns of one run, not runs of different days.
 # Usage: bench/vm-fio-throughput.sh [BUILD_DIR]
-#   WBKIT_BENCH_ROUNDS (2), WBKIT_BENCH_RUNTIME (12 s per fio job),
+#   WBKIT_BENCH_ROUNDS (3), WBKIT_BENCH_RUNTIME (8 s per fio job),
 #   WBKIT_BENCH_IO_CAP (1536M: most bytes one job writes, so the cache holds them)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # wbkit_prepare builds kmod/dm-wbkit.ko when stale, then the initramfs.
 source "$here/../tests/vm/scenarios/wbkit-lib.inc"
 
-rounds=${WBKIT_BENCH_ROUNDS:-2}
-runtime=${WBKIT_BENCH_RUNTIME:-12}
+rounds=${WBKIT_BENCH_ROUNDS:-3}
+runtime=${WBKIT_BENCH_RUNTIME:-8}
 io_cap=${WBKIT_BENCH_IO_CAP:-1536M}
 
 if ! why=$(vm_available); then
@@ -45,7 +45,7 @@ vm_image "$work/backing.img" 4G
 vm_image "$work/cache-wbkit.img" 4G
 vm_image "$work/cache-upstream.img" 4G
 
-# lib.sh sets VM_TIMEOUT (240 s) already: too short for a 2-round run.
+# lib.sh sets VM_TIMEOUT (240 s) already: too short for a 3-round run.
 VM_TIMEOUT=${WBKIT_BENCH_VM_TIMEOUT:-600}
 {
 	echo "ROUNDS=$rounds RUNTIME=$runtime IO_CAP=$io_cap TARGETS='$targets'"
@@ -122,6 +122,15 @@ fi
 # shared machine the slow rounds are other people's load).
 vm_results | awk -v rounds="$rounds" -v targets="raw $targets" '
 	function mb(kib) { return kib * 1024 / 1e6 }
+	function median(a, dev,   v, m, r, j, x) {
+		m = 0
+		for (r = 1; r <= rounds; r++) {
+			x = a[r, dev]
+			for (j = m; j > 0 && v[j] > x; j--) v[j + 1] = v[j]
+			v[j + 1] = x; m++
+		}
+		return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+	}
 	/^r[0-9]+\.[a-z]+\.(rand|seq)=/ {
 		split($0, kv, "="); split(kv[1], k, "."); split(kv[2], v, " ")
 		r = substr(k[1], 2); dev = k[2]; job = k[3]
@@ -136,17 +145,22 @@ vm_results | awk -v rounds="$rounds" -v targets="raw $targets" '
 	END {
 		n = split(targets, devs, " ")
 		name["raw"] = "raw backing"; name["wbkit"] = "dm-wbkit"; name["upstream"] = "upstream"
-		printf "%-12s %5s %14s %14s\n", "device", "round", "4k rand IOPS", "seq MB/s"
+		printf "%-12s %6s %14s %14s\n", "device", "round", "4k rand IOPS", "seq MB/s"
 		for (r = 1; r <= rounds; r++)
 			for (i = 1; i <= n; i++)
-				printf "%-12s %5d %14.0f %14.1f\n", name[devs[i]], r, iops[r, devs[i]], bw[r, devs[i]]
+				printf "%-12s %6d %14.0f %14.1f\n", name[devs[i]], r, iops[r, devs[i]], bw[r, devs[i]]
 		for (i = 1; i <= n; i++)
-			printf "%-12s %5s %14.0f %14.1f\n", name[devs[i]], "best", best_iops[devs[i]], best_bw[devs[i]]
+			printf "%-12s %6s %14.0f %14.1f\n", name[devs[i]], "best", best_iops[devs[i]], best_bw[devs[i]]
+		# The median too: when best and median disagree on which target
+		# is ahead, the load was too uneven for the difference to count.
+		for (i = 1; i <= n; i++)
+			printf "%-12s %6s %14.0f %14.1f\n", name[devs[i]], "median", median(iops, devs[i]), median(bw, devs[i])
+		printf "ratios of the best rounds:\n"
 		if (best_iops["upstream"] > 0)
-			printf "dm-wbkit / upstream: IOPS %.2f, MB/s %.2f (goal >= 1)\n", best_iops["wbkit"] / best_iops["upstream"], best_bw["wbkit"] / best_bw["upstream"]
+			printf "  dm-wbkit / upstream: IOPS %.2f, MB/s %.2f (goal >= 1)\n", best_iops["wbkit"] / best_iops["upstream"], best_bw["wbkit"] / best_bw["upstream"]
 		if (best_iops["raw"] > 0) {
-			printf "dm-wbkit / raw:      IOPS %.2f, MB/s %.2f\n", best_iops["wbkit"] / best_iops["raw"], best_bw["wbkit"] / best_bw["raw"]
+			printf "  dm-wbkit / raw:      IOPS %.2f, MB/s %.2f\n", best_iops["wbkit"] / best_iops["raw"], best_bw["wbkit"] / best_bw["raw"]
 			if (best_iops["upstream"] > 0)
-				printf "upstream / raw:      IOPS %.2f, MB/s %.2f\n", best_iops["upstream"] / best_iops["raw"], best_bw["upstream"] / best_bw["raw"]
+				printf "  upstream / raw:      IOPS %.2f, MB/s %.2f\n", best_iops["upstream"] / best_iops["raw"], best_bw["upstream"] / best_bw["raw"]
 		}
 	}'
