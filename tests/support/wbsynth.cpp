@@ -52,6 +52,58 @@ void make_file(const std::string& path, std::uint64_t bytes)
 		throw wbkit::IoError("cannot size the image", path, errno);
 }
 
+// One write of the workload: whole sectors within one 4 KiB block.
+struct Op {
+	std::uint64_t sector;
+	std::uint64_t count;
+	bool clean; // a read-cache fill of the whole block
+};
+
+std::vector<Op> make_workload(const Options& o, std::uint64_t region_blocks)
+{
+	std::mt19937_64 rng(o.seed);
+	std::vector<Op> ops;
+	ops.reserve(o.writes);
+	for (std::uint64_t w = 0; w < o.writes; ++w) {
+		std::uint64_t block = (rng() % region_blocks) * wbkit::block_sectors;
+		if (rng() % 100 < o.clean_percent) {
+			ops.push_back({block, wbkit::block_sectors, true});
+			continue;
+		}
+		std::uint64_t first = 0, count = wbkit::block_sectors;
+		if (rng() % 100 < o.partial_percent) {
+			first = rng() % wbkit::block_sectors;
+			count = 1 + rng() % (wbkit::block_sectors - first);
+		}
+		ops.push_back({block + first, count, false});
+	}
+	return ops;
+}
+
+// The stamped data of write number `write_no`.
+std::span<const std::byte> op_data(const Options& o, std::uint64_t write_no, const Op& op, std::vector<std::byte>& data)
+{
+	data.resize(op.count * wbkit::sector_size);
+	for (std::uint64_t s = 0; s < op.count; ++s)
+		fill_sector(std::span(data).subspan(s * wbkit::sector_size, wbkit::sector_size), o.seed, write_no,
+			    op.sector + s);
+	return data;
+}
+
+// A backing-sized image: zeros, or stamped old content that differs from every cache copy.
+std::unique_ptr<wbkit::Device> create_backing_image(const Options& o, const std::string& path)
+{
+	make_file(path, o.backing_mib << 20);
+	auto device = wbkit::open_device(path, {.writable = true});
+	std::vector<std::byte> chunk(1 << 20);
+	for (std::uint64_t off = 0; o.backing_pattern && off < (o.backing_mib << 20); off += chunk.size()) {
+		for (std::size_t s = 0; s < chunk.size(); s += wbkit::sector_size)
+			fill_sector(std::span(chunk).subspan(s, wbkit::sector_size), o.seed, 0, (off + s) / wbkit::sector_size);
+		device->write_exact(off, chunk);
+	}
+	return device;
+}
+
 int run(const Options& o)
 {
 	using namespace wbkit;
@@ -61,17 +113,7 @@ int run(const Options& o)
 	std::unique_ptr<Device> backing;
 	const std::uint64_t backing_sectors = (o.backing_mib << 20) / sector_size;
 	if (!o.backing.empty()) {
-		make_file(o.backing, o.backing_mib << 20);
-		backing = open_device(o.backing, {.writable = true});
-		if (o.backing_pattern) {
-			// Old backing content that differs from every cache copy.
-			std::vector<std::byte> chunk(1 << 20);
-			for (std::uint64_t off = 0; off < (o.backing_mib << 20); off += chunk.size()) {
-				for (std::size_t s = 0; s < chunk.size(); s += sector_size)
-					fill_sector(std::span(chunk).subspan(s, sector_size), o.seed, 0, (off + s) / sector_size);
-				backing->write_exact(off, chunk);
-			}
-		}
+		backing = create_backing_image(o, o.backing);
 	}
 	auto cache = open_device(o.cache, {.writable = true});
 	LogWriter writer(*cache, {.merge_partial_overwrites = !o.no_merge, .backing = backing.get()});
@@ -81,26 +123,19 @@ int run(const Options& o)
 	const std::uint64_t region_blocks = region_sectors / block_sectors;
 	if (region_blocks == 0)
 		throw UsageError("the backing region holds no 4 KiB block");
-	std::mt19937_64 rng(o.seed);
+	const std::vector<Op> ops = make_workload(o, region_blocks);
+
 	std::vector<std::byte> data;
-	for (std::uint64_t w = 1; w <= o.writes; ++w) {
-		std::uint64_t block = (rng() % region_blocks) * block_sectors;
-		if (rng() % 100 < o.clean_percent) {
+	for (std::uint64_t w = 1; w <= ops.size(); ++w) {
+		const Op& op = ops[w - 1];
+		if (op.clean) {
 			// A clean entry carries the backing device's own data.
 			data.assign(block_size, std::byte{0});
 			if (backing)
-				backing->read_exact(block * sector_size, data);
-			writer.write_clean(block, data);
+				backing->read_exact(op.sector * sector_size, data);
+			writer.write_clean(op.sector, data);
 		} else {
-			std::uint64_t first = 0, count = block_sectors;
-			if (rng() % 100 < o.partial_percent) {
-				first = rng() % block_sectors;
-				count = 1 + rng() % (block_sectors - first);
-			}
-			data.resize(count * sector_size);
-			for (std::uint64_t s = 0; s < count; ++s)
-				fill_sector(std::span(data).subspan(s * sector_size, sector_size), o.seed, w, block + first + s);
-			writer.write(block + first, data);
+			writer.write(op.sector, op_data(o, w, op, data));
 		}
 		if (o.flush_every && w % o.flush_every == 0)
 			writer.flush();
@@ -116,30 +151,11 @@ int run(const Options& o)
 	cache->flush_or_throw();
 
 	if (!o.expected.empty()) {
-		// Re-run the workload onto a copy of the old backing content: the logical device.
-		make_file(o.expected, o.backing_mib << 20);
-		auto expected = open_device(o.expected, {.writable = true});
-		std::vector<std::byte> chunk(1 << 20);
-		for (std::uint64_t off = 0; off < (o.backing_mib << 20) && o.backing_pattern; off += chunk.size()) {
-			for (std::size_t s = 0; s < chunk.size(); s += sector_size)
-				fill_sector(std::span(chunk).subspan(s, sector_size), o.seed, 0, (off + s) / sector_size);
-			expected->write_exact(off, chunk);
-		}
-		std::mt19937_64 replay_rng(o.seed);
-		for (std::uint64_t w = 1; w <= o.writes; ++w) {
-			std::uint64_t block = (replay_rng() % region_blocks) * block_sectors;
-			if (replay_rng() % 100 < o.clean_percent)
-				continue; // a clean entry does not change the logical content
-			std::uint64_t first = 0, count = block_sectors;
-			if (replay_rng() % 100 < o.partial_percent) {
-				first = replay_rng() % block_sectors;
-				count = 1 + replay_rng() % (block_sectors - first);
-			}
-			data.resize(count * sector_size);
-			for (std::uint64_t s = 0; s < count; ++s)
-				fill_sector(std::span(data).subspan(s * sector_size, sector_size), o.seed, w, block + first + s);
-			expected->write_exact((block + first) * sector_size, data);
-		}
+		// The same workload straight onto the old backing content: the logical device.
+		auto expected = create_backing_image(o, o.expected);
+		for (std::uint64_t w = 1; w <= ops.size(); ++w)
+			if (!ops[w - 1].clean)
+				expected->write_exact(ops[w - 1].sector * sector_size, op_data(o, w, ops[w - 1], data));
 	}
 	fmt::print("cache {} segments, last_flushed_id {}, last_writeback_id {}\n", writer.geometry().nr_segments,
 		   writer.last_flushed_id(), writer.last_writeback_id());
