@@ -11,8 +11,8 @@ from conftest import build_dir
 
 def test_cmake_install_gives_an_importable_package(tmp_path):
     prefix = tmp_path / "prefix"
-    done = subprocess.run(["cmake", "--install", str(build_dir()), "--prefix", str(prefix)], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(["cmake", "--install", str(build_dir()), "--component", "python", "--prefix", str(prefix)],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     site = prefix / "lib" / version / "dist-packages"
