@@ -32,12 +32,17 @@ ReplayPlan::ReplayPlan(std::shared_ptr<const LogScan> scan, const ReplayOptions&
 	while (auto extent = cursor.next()) {
 		++summary_.extents;
 		summary_.dirty_sectors += extent->sectors;
-		for (std::uint64_t s = extent->backing_sector & ~(block_sectors - 1);
-		     s < extent->backing_sector + extent->sectors; s += block_sectors)
+		// Inclusive bounds: an extent may end at the last sector of the 64-bit space.
+		const std::uint64_t first = extent->backing_sector & ~(block_sectors - 1);
+		const std::uint64_t final = (extent->backing_sector + extent->sectors - 1) & ~(block_sectors - 1);
+		for (std::uint64_t s = first;; s += block_sectors) {
 			if (s != last_block) {
 				++summary_.dirty_blocks;
 				last_block = s;
 			}
+			if (s == final)
+				break;
+		}
 	}
 	summary_.bytes = summary_.dirty_sectors * sector_size;
 	for (std::uint64_t n : sectors_per_segment_)
@@ -58,10 +63,13 @@ bool ReplayPlan::Cursor::load_block()
 					owner_[j] = std::uint32_t(position_);
 			mask_ |= source.dirty;
 		}
-		if (options.backing_sectors) {
-			const std::uint64_t end = *options.backing_sectors;
+		{
+			// Sectors past the backing device, or past 2^64 (a damaged
+			// metablock near the top of the address space), cannot be written.
+			const std::uint64_t end = options.backing_sectors.value_or(~0ULL);
 			for (unsigned j = 0; j < block_sectors; ++j) {
-				if (!((mask_ >> j) & 1u) || block + j < end)
+				const bool wraps = block > ~0ULL - j;
+				if (!((mask_ >> j) & 1u) || (!wraps && block + j < end))
 					continue;
 				mask_ = std::uint8_t(mask_ & ~(1u << j));
 				if (accounting_) {
