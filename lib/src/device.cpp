@@ -110,9 +110,9 @@ std::unique_ptr<Device> open_device(const std::string& path, const OpenOptions& 
 	if (!exists && !(options.create && options.writable))
 		throw IoError("cannot open", path, errno);
 	if (exists && S_ISDIR(st.st_mode))
-		throw IoError("cannot open: is a directory", path, 0);
+		throw IoError("cannot open", path, EISDIR);
 	if (exists && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-		throw IoError("cannot open: not a regular file or block device", path, 0);
+		throw IoError("cannot open: not a regular file or block device", path, ENODEV);
 	bool block = exists && S_ISBLK(st.st_mode);
 
 	int flags = (options.writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
