@@ -78,6 +78,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 	u8 lens[WB_MAX_BATCH];
 	unsigned int nr = 0, b, n, i, j;
 	struct wb_aio aio;
+	struct blk_plug plug;
 	u64 lw;
 	int err;
 
@@ -133,6 +134,11 @@ static void wb_writeback_batch(struct wb_device *wb)
 
 	sort(wb->wb_entries, nr, sizeof(*wb->wb_entries), wb_entry_cmp, NULL);
 	wb_aio_init(&aio);
+	/*
+	 * Plugged, the sorted writes reach the backing queue together and
+	 * adjacent blocks merge into larger requests: the point of sorting.
+	 */
+	blk_start_plug(&plug);
 	for (i = 0; i < nr; i++) {
 		struct wb_wb_entry *e = &wb->wb_entries[i];
 
@@ -147,6 +153,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 		wb_submit_runs(wb, &aio, e,
 			       wb->wb_buf[e->batch_idx] + e->idx * WB_BLOCK_SIZE);
 	}
+	blk_finish_plug(&plug);
 	err = wb_aio_wait(&aio);
 	if (err == -ENOMEM) {
 		msleep(100);
