@@ -74,12 +74,8 @@ SlotDetail inspect_slot(Device& cache, const Geometry& geometry, std::uint64_t s
 	d.computed_checksum = segment_checksum(buffer.span(), d.header.length);
 	if (d.header.id == 0)
 		d.state = SlotState::empty;
-	else if (*d.computed_checksum == d.header.checksum)
-		d.state = SlotState::valid;
-	else if (~*d.computed_checksum == d.header.checksum)
-		d.state = SlotState::legacy_checksum;
 	else
-		d.state = SlotState::checksum_mismatch;
+		d.state = checksum_state(d.header.checksum, *d.computed_checksum);
 	return d;
 }
 

@@ -37,6 +37,15 @@ std::string_view slot_state_name(SlotState state)
 	return "unknown";
 }
 
+SlotState checksum_state(std::uint32_t stored, std::uint32_t computed)
+{
+	if (stored == computed)
+		return SlotState::valid;
+	if (stored == ~computed)
+		return SlotState::legacy_checksum;
+	return SlotState::checksum_mismatch;
+}
+
 std::string_view stop_reason_name(StopReason reason)
 {
 	switch (reason) {
@@ -204,12 +213,7 @@ private:
 				continue;
 			}
 			info.computed_checksum = segment_checksum(buffer.span(), h.length);
-			if (info.computed_checksum == h.checksum)
-				info.state = SlotState::valid;
-			else if (~info.computed_checksum == h.checksum)
-				info.state = SlotState::legacy_checksum;
-			else
-				info.state = SlotState::checksum_mismatch;
+			info.state = checksum_state(h.checksum, info.computed_checksum);
 		}
 	}
 

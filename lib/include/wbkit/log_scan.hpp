@@ -37,6 +37,9 @@ enum class SlotState : std::uint8_t {
 
 std::string_view slot_state_name(SlotState state);
 
+// What a stored checksum says about a non-empty segment whose content hashed to computed.
+SlotState checksum_state(std::uint32_t stored, std::uint32_t computed);
+
 // Per slot, 24 bytes: memory grows with the number of segments only.
 struct SlotInfo {
 	std::uint64_t id = 0;
