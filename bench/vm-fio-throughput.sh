@@ -12,22 +12,13 @@
 #   WBKIT_BENCH_IO_CAP (1536M: most bytes one job writes, so the cache holds them)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# wbkit_prepare builds kmod/dm-wbkit.ko when stale, then the initramfs.
-source "$here/../tests/vm/scenarios/wbkit-lib.inc"
+source "$here/vm-bench.inc"
 
 rounds=${WBKIT_BENCH_ROUNDS:-3}
 runtime=${WBKIT_BENCH_RUNTIME:-8}
 io_cap=${WBKIT_BENCH_IO_CAP:-1536M}
 
-if ! why=$(vm_available); then
-	echo "skipped: $why"
-	exit 0
-fi
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
-rc=0
-(wbkit_prepare) || rc=$?
-[ "$rc" = 77 ] && { echo "skipped: cannot build dm-wbkit.ko"; exit 0; }
-[ "$rc" = 0 ] || exit 1
+vm_bench_prepare
 targets="wbkit"
 if vm_has_upstream; then
 	targets="wbkit upstream"

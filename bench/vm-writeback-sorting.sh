@@ -16,22 +16,13 @@
 #   most once, so 4096 dirty blocks, half of the region)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# wbkit_prepare builds kmod/dm-wbkit.ko when stale, then the initramfs.
-source "$here/../tests/vm/scenarios/wbkit-lib.inc"
+source "$here/vm-bench.inc"
 
 iops=${WBKIT_BENCH_BACKING_IOPS:-150}
 region=${WBKIT_BENCH_REGION:-32M}
 dirty=${WBKIT_BENCH_DIRTY:-16M}
 
-if ! why=$(vm_available); then
-	echo "skipped: $why"
-	exit 0
-fi
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
-rc=0
-(wbkit_prepare) || rc=$?
-[ "$rc" = 77 ] && { echo "skipped: cannot build dm-wbkit.ko"; exit 0; }
-[ "$rc" = 0 ] || exit 1
+vm_bench_prepare
 # upstream's runs in the other order: drift of the shared machine's load
 # then does not favour one batch size.
 runs="wbkit:1 wbkit:32"
