@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps deps-build configure demo test test-unit test-asan test-fuzz test-python test-vm bench kmod clean
+.PHONY: all deps deps-build configure demo test test-unit test-asan test-fuzz test-python test-vm test-crash bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -47,6 +47,12 @@ test-fuzz: deps-build
 
 test-vm: deps all
 	tests/vm/run-all.sh $(BUILD)
+
+# Crash consistency over every crash state of recorded write logs (VM recordings,
+# offline, in-kernel and upstream checks; tests/crash/run.sh). Long: not part of
+# `make test`, which runs the bounded subset (ctest crash_smoke).
+test-crash: deps all kmod
+	tests/crash/run.sh $(BUILD)
 
 bench: all
 	bench/run.sh $(BUILD)

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The kernel check of crash states: boots once with the states wbcrash
+# emitted (one big image, each state a cache part, a backing part and the
+# logical image the offline replay produced) and has the chosen target
+# construct on every state; its logical device must equal the offline replay
+# byte for byte.
+#
+#   kernel-check.sh MODULE EMITDIR      MODULE: wbkit or upstream
+# Prints "kernel <module> <dir>: checked=N failures=N"; one line per failing
+# state (state, entry, first differing byte). Exit 0 when all match, 1 on a
+# mismatch, 77 when the module is not available.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../vm/lib.sh"
+
+module=${1:?module: wbkit|upstream}
+dir=${2:?emit directory}
+case $module in
+wbkit) source "$here/../vm/scenarios/wbkit-lib.inc"; wbkit_prepare ;;
+upstream)
+	vm_prepare || exit 1
+	vm_has_upstream || { echo "skip: $VM_UPSTREAM_KO not installed (dm-writeboost-dkms)"; exit 77; }
+	;;
+*) echo "kernel-check.sh: unknown module $module" >&2; exit 2 ;;
+esac
+[ -s "$dir/manifest.tsv" ] || { echo "kernel $module $dir: no states emitted"; exit 0; }
+
+guest=$(mktemp "$VM_WORK/kcheck.XXXXXX")
+trap 'rm -f "$guest"' EXIT
+{
+	echo '. /lib/wbguest.sh'
+	echo "wb_load_target $module"
+	echo 'while read -r idx kind entry c_off c_len b_off e_off b_len; do'
+	cat <<'GUEST'
+	$DMSETUP create c$idx --table "0 $c_len linear /dev/vda $c_off" || wb_fail "linear c$idx"
+	$DMSETUP create b$idx --table "0 $b_len linear /dev/vda $b_off" || wb_fail "linear b$idx"
+	$DMSETUP create e$idx --table "0 $b_len linear /dev/vda $e_off" || wb_fail "linear e$idx"
+	if ! $DMSETUP create w$idx --table "0 $b_len writeboost /dev/mapper/b$idx /dev/mapper/c$idx" 2>/tmp/err; then
+		wb_report "st$idx" "construct_failed:$(tr ' \n' '__' </tmp/err)"
+		$DMSETUP remove c$idx b$idx e$idx
+		continue
+	fi
+	$DMSETUP mknodes
+	if r=$($CMP /dev/mapper/w$idx /dev/mapper/e$idx 2>&1); then
+		wb_report "st$idx" ok
+	else
+		wb_report "st$idx" "differ:$(echo "$r" | sed -n 's/.*differ: byte \([0-9]*\).*/\1/p')"
+	fi
+	$DMSETUP remove w$idx || wb_report "st$idx.remove" failed
+	$DMSETUP remove c$idx b$idx e$idx
+done <<'MANIFEST'
+GUEST
+	cat "$dir/manifest.tsv"
+	echo 'MANIFEST'
+	echo 'wb_report kernel_check done'
+} >"$guest"
+
+n=$(wc -l <"$dir/manifest.tsv")
+VM_TIMEOUT=${CRASH_VM_TIMEOUT:-$((300 + n * 10))}
+for attempt in 1 2 3; do
+	rc=0
+	vm_run "$guest" "$dir/states.img" || rc=$?
+	# Under heavy load the guest kernel sometimes panics at boot in its
+	# timer check: that boot never reached the script, so try again.
+	[ "$rc" = 125 ] && tr -d '\r' <"$VM_LOG" | grep -q "IO-APIC + timer" || break
+done
+if [ "$(vm_result skip)" != "" ]; then echo "skip: $(vm_result skip)"; exit 77; fi
+failures=0 checked=0
+while read -r idx kind entry _; do
+	r=$(vm_result "st$idx")
+	checked=$((checked + 1))
+	if [ "$r" != ok ]; then
+		failures=$((failures + 1))
+		echo "FAIL kernel $module: state $idx ($kind, entry $entry): ${r:-no result}"
+	fi
+done <"$dir/manifest.tsv"
+[ "$(vm_result kernel_check)" = done ] || { echo "FAIL kernel $module: guest did not finish (rc $rc), log: $VM_LOG"; failures=$((failures + 1)); }
+echo "kernel $module $(basename "$dir"): checked=$checked failures=$failures vm_seconds=$VM_ELAPSED"
+[ "$failures" = 0 ] && [ "$rc" = 0 ]

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Records every write a writeboost target issues, with dm-log-writes, while a
+# stamped workload runs on it; the log is the input of the crash-state
+# enumeration (wbcrash). One VM boot per recording.
+#
+#   record.sh TARGET MODE OUTDIR [SEED]
+#     TARGET  wbkit (kmod/dm-wbkit.ko) or upstream (Debian's dm-writeboost)
+#     MODE    cache: the log covers the cache device only; the cache is big
+#                    enough that nothing is written back, so the backing
+#                    device stays zero (checked) and needs no log.
+#             both:  backing and cache are two linear parts of one logged
+#                    device, so one log orders the writes of both (the cache
+#                    is small: the log wraps and the target writes back).
+#
+# A mark "f<N>" follows every completed fsync of the workload: from that
+# point on, stamped writes 1..N are acknowledged as flushed.
+# OUTDIR gets log.img (the log device), final-data.img (the logged device as
+# the VM left it, to check the replayer against) and meta.kv.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../vm/lib.sh"
+
+target=${1:?target: wbkit|upstream}
+mode=${2:?mode: cache|both}
+out=${3:?output directory}
+seed=${4:-11}
+
+case $target in
+wbkit)
+	source "$here/../vm/scenarios/wbkit-lib.inc"
+	wbkit_prepare
+	;;
+upstream)
+	vm_prepare || exit 1
+	vm_has_upstream || { echo "skip: $VM_UPSTREAM_KO not installed (dm-writeboost-dkms)"; exit 77; }
+	;;
+*) echo "record.sh: unknown target $target" >&2; exit 2 ;;
+esac
+
+backing_bytes=$((4 << 20))
+case $mode in
+cache) cache_bytes=$((128 << 20)); ops=${CRASH_OPS:-480}; flush_every=${CRASH_FLUSH_EVERY:-6} ;;
+both) cache_bytes=$((6 << 20)); ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
+*) echo "record.sh: unknown mode $mode" >&2; exit 2 ;;
+esac
+partial_pct=20
+workload="--seed $seed --size $backing_bytes --partial-pct $partial_pct"
+
+mkdir -p "$out"
+rm -f "$out"/log.img "$out"/final-data.img "$out"/final-backing.img "$out"/meta.kv
+vm_image "$out/log.img" 1G
+if [ "$mode" = cache ]; then
+	vm_image "$out/final-backing.img" "$backing_bytes"
+	vm_image "$out/final-data.img" "$cache_bytes"
+	disks=("$out/final-backing.img" "$out/final-data.img" "$out/log.img")
+else
+	vm_image "$out/final-data.img" $((backing_bytes + cache_bytes))
+	disks=("$out/final-data.img" "$out/log.img")
+fi
+
+VM_TIMEOUT=${CRASH_VM_TIMEOUT:-900}
+backing_sectors=$((backing_bytes / 512))
+cache_sectors=$((cache_bytes / 512))
+guest=$(cat <<GUEST
+. /lib/wbguest.sh
+wb_load_target $target
+if [ $mode = cache ]; then
+	wb_dm_create lw "0 $cache_sectors log-writes /dev/vdb /dev/vdc"
+	wb_dm_create wb "0 $backing_sectors writeboost /dev/vda /dev/mapper/lw"
+else
+	wb_dm_create lw "0 $((backing_sectors + cache_sectors)) log-writes /dev/vda /dev/vdb"
+	wb_dm_create bk "0 $backing_sectors linear /dev/mapper/lw 0"
+	wb_dm_create cc "0 $cache_sectors linear /dev/mapper/lw $backing_sectors"
+	wb_dm_create wb "0 $backing_sectors writeboost /dev/mapper/bk /dev/mapper/cc"
+fi
+first=1
+while [ \$first -le $ops ]; do
+	last=\$((first + $flush_every - 1))
+	\$WBSTAMP write /dev/mapper/wb $workload --first \$first --ops \$last --flush-every $flush_every >/tmp/w.out 2>&1 || { cat /tmp/w.out; wb_fail "workload failed at \$first"; }
+	grep -q "^last_flushed=\$last\$" /tmp/w.out || { cat /tmp/w.out; wb_fail "write \$last not flushed"; }
+	\$DMSETUP message lw 0 mark f\$last || wb_fail "mark f\$last failed"
+	first=\$((last + 1))
+done
+wb_report status "\$(wb_dm_status wb)"
+\$DMSETUP remove wb || wb_fail "remove wb failed"
+[ $mode = cache ] || \$DMSETUP remove bk cc || wb_fail "remove bk cc failed"
+wb_report log_status "\$(\$DMSETUP status lw | cut -d' ' -f4-)"
+\$DMSETUP remove lw || wb_fail "remove lw failed"
+wb_report recorded yes
+GUEST
+)
+# Under heavy load the guest kernel sometimes panics at boot ("IO-APIC + timer
+# doesn't work"): that boot never reached the script, so try again.
+for attempt in 1 2 3; do
+	rc=0
+	vm_run - "${disks[@]}" <<<"$guest" || rc=$?
+	[ "$rc" = 125 ] && tr -d '\r' <"$VM_LOG" | grep -q "IO-APIC + timer" || break
+	vm_log "boot panicked in the timer check, retrying"
+done
+if [ "$rc" != 0 ] || [ "$(vm_result recorded)" != yes ]; then
+	echo "recording failed (rc $rc), log: $VM_LOG"
+	exit 1
+fi
+[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+if [ "$mode" = cache ]; then
+	# The enumeration assumes the unlogged backing device stayed zero.
+	if ! cmp -s -n "$backing_bytes" "$out/final-backing.img" /dev/zero; then
+		echo "the target wrote to the unlogged backing device: mode cache needs a cache that never writes back"
+		exit 1
+	fi
+	rm -f "$out/final-backing.img"
+fi
+{
+	echo "target=$target"
+	echo "mode=$mode"
+	echo "seed=$seed"
+	echo "ops=$ops"
+	echo "flush_every=$flush_every"
+	echo "partial_pct=$partial_pct"
+	echo "backing_bytes=$backing_bytes"
+	echo "cache_bytes=$cache_bytes"
+	if [ "$mode" = cache ]; then
+		echo "log_backing_offset=none"
+		echo "log_cache_offset=0"
+	else
+		echo "log_backing_offset=0"
+		echo "log_cache_offset=$backing_bytes"
+	fi
+	echo "status=$(vm_result status)"
+	echo "log_status=$(vm_result log_status)"
+	echo "vm_seconds=$VM_ELAPSED"
+} >"$out/meta.kv"
+echo "recorded $target/$mode in ${VM_ELAPSED}s: $(vm_result log_status) (log entries, last sector)"

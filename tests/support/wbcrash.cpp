@@ -1,0 +1,630 @@
+// wbcrash: enumerates the crash states of a dm-log-writes recording of a
+// writeboost target (tests/crash/record.sh) and checks each one offline: the
+// library's replay (what wbreplay runs) onto the state's backing device must
+// give a logical image that holds every stamped write acknowledged before the
+// state's last mark, and no sector that was never written.
+//
+// Crash states, per window between two barrier entries (FLUSH or FUA):
+//   flush   the log prefix up to the first barrier;
+//   subset  that prefix plus a random subset of the plain writes logged
+//           before the next barrier (completed, not yet flushed);
+//   torn    as subset, plus some sectors only of one write (a segment write
+//           torn at sector granularity), the next barrier's own data included.
+// Random choices come from --seed: a run is reproducible.
+//
+// --emit writes a sample of the states, with the expected logical image, to
+// one big file for the kernel check in the VM (tests/crash/kernel-check.sh).
+// A failure prints the entry number and the first lost sector and keeps the
+// state's images under --keep.
+// A developer and test tool, not installed.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "log_writes.hpp"
+#include "stamp_workload.hpp"
+#include "wbkit/errors.hpp"
+#include "wbkit/log_scan.hpp"
+#include "wbkit/replay.hpp"
+#include "wbkit/tool_main.hpp"
+
+namespace fs = std::filesystem;
+using namespace wbkit;
+using namespace wbkit::testing;
+
+namespace {
+
+struct Options {
+	std::string recording;
+	unsigned subsets = 8;
+	unsigned torn = 8;
+	std::uint64_t seed = 1;
+	std::uint64_t max_windows = 0; // 0: all
+	std::string keep = "crash-failures";
+	std::string emit;
+	unsigned emit_max = 0;
+	double emit_fraction = 0.05;
+	std::string stamp_image; // write the workload's image of writes 1..ops here and stop
+	std::uint64_t max_failures = 20;
+	unsigned recovery_every = 10; // every Nth passing state: cut the offline replay, rerun
+};
+
+// A destination that loses power after a byte budget: the write that crosses
+// it lands in part (whole sectors), later writes fail. Models wbreplay killed
+// or the machine cut while the replay writes.
+class CuttingDevice : public Device {
+public:
+	CuttingDevice(Device& inner, std::uint64_t budget) : inner_(inner), budget_(budget) {}
+	const std::string& path() const noexcept override { return inner_.path(); }
+	std::uint64_t size_bytes() const noexcept override { return inner_.size_bytes(); }
+	bool is_block_device() const noexcept override { return false; }
+	DeviceIdentity identity() const noexcept override { return inner_.identity(); }
+	int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept override { return inner_.read_at(offset, buf); }
+	int write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept override
+	{
+		if (cut_)
+			return EIO;
+		if (buf.size() <= budget_) {
+			budget_ -= buf.size();
+			return inner_.write_at(offset, buf);
+		}
+		const std::size_t part = std::size_t(budget_ / 512 * 512);
+		if (part)
+			inner_.write_at(offset, buf.first(part));
+		cut_ = true;
+		return EIO;
+	}
+	int flush() noexcept override { return cut_ ? EIO : inner_.flush(); }
+	bool cut() const { return cut_; }
+
+private:
+	Device& inner_;
+	std::uint64_t budget_;
+	bool cut_ = false;
+};
+
+struct Meta {
+	std::string target, mode;
+	StampWorkload workload;
+	std::uint64_t ops = 0, flush_every = 0;
+	std::uint64_t backing_bytes = 0, cache_bytes = 0;
+	std::optional<std::uint64_t> log_backing_offset;
+	std::uint64_t log_cache_offset = 0;
+};
+
+Meta read_meta(const fs::path& file)
+{
+	std::ifstream in(file);
+	if (!in)
+		throw IoError("cannot read", file.string(), errno);
+	std::map<std::string, std::string> kv;
+	std::string line;
+	while (std::getline(in, line)) {
+		auto eq = line.find('=');
+		if (eq != std::string::npos)
+			kv[line.substr(0, eq)] = line.substr(eq + 1);
+	}
+	auto num = [&](const std::string& key) -> std::uint64_t {
+		auto it = kv.find(key);
+		if (it == kv.end())
+			throw UsageError(fmt::format("{}: no {}=", file.string(), key));
+		return std::stoull(it->second);
+	};
+	Meta m;
+	m.target = kv["target"];
+	m.mode = kv["mode"];
+	m.workload.seed = num("seed");
+	m.workload.partial_pct = unsigned(num("partial_pct"));
+	m.workload.region_offset = 0;
+	m.workload.region_size = num("backing_bytes");
+	m.ops = num("ops");
+	m.flush_every = num("flush_every");
+	m.backing_bytes = num("backing_bytes");
+	m.cache_bytes = num("cache_bytes");
+	if (kv["log_backing_offset"] != "none")
+		m.log_backing_offset = num("log_backing_offset");
+	m.log_cache_offset = num("log_cache_offset");
+	return m;
+}
+
+struct Counts {
+	std::uint64_t flush = 0, subset = 0, torn = 0, failures = 0, emitted = 0, recovery = 0;
+	std::uint64_t total() const { return flush + subset + torn; }
+};
+
+class Checker {
+public:
+	Checker(const Options& o, const Meta& meta, const LogWritesLog& log)
+		: o_(o), meta_(meta), log_(log), rng_(o.seed),
+		  logged_size_(meta.log_backing_offset ? meta.log_cache_offset + meta.cache_bytes : meta.cache_bytes),
+		  newest_(meta.backing_bytes / StampWorkload::sector, 0)
+	{
+		if (!o.emit.empty()) {
+			fs::create_directories(o.emit);
+			emit_fd_ = ::open((fs::path(o.emit) / "states.img").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (emit_fd_ < 0)
+				throw IoError("cannot create", o.emit + "/states.img", errno);
+			manifest_.open(fs::path(o.emit) / "manifest.tsv");
+		}
+	}
+	~Checker()
+	{
+		if (emit_fd_ >= 0)
+			::close(emit_fd_);
+	}
+
+	std::uint64_t logged_size() const { return logged_size_; }
+	const Counts& counts() const { return counts_; }
+
+	// Walks the log once, building each window's states from the prefix image.
+	SparseImage run()
+	{
+		SparseImage current("logged", logged_size_);
+		SparseImage base = current;
+		std::vector<const LogWritesEntry*> pending;
+		std::optional<std::uint64_t> base_entry; // the barrier the base ends with
+		std::uint64_t windows = 0;
+		for (const auto& e : log_.entries()) {
+			if (e.is_mark()) {
+				if (e.mark.size() > 1 && e.mark[0] == 'f')
+					raise_level(std::stoull(e.mark.substr(1)));
+				continue;
+			}
+			if (!e.is_barrier()) {
+				apply_entry(log_, e, current);
+				pending.push_back(&e);
+				continue;
+			}
+			if (!o_.max_windows || windows < o_.max_windows)
+				check_window(base, base_entry, pending, &e);
+			++windows;
+			apply_entry(log_, e, current);
+			base = current;
+			base_entry = e.number;
+			pending.clear();
+		}
+		if (!o_.max_windows || windows < o_.max_windows)
+			check_window(base, base_entry, pending, nullptr);
+		// The whole log: after the clean teardown nothing may be missing.
+		check_state(current, "final", log_.entries().empty() ? 0 : log_.entries().back().number, counts_.flush);
+		return current;
+	}
+
+private:
+	void raise_level(std::uint64_t level)
+	{
+		if (level > meta_.ops)
+			throw UsageError(fmt::format("mark f{} is past the workload's {} writes", level, meta_.ops));
+		for (std::uint64_t seq = level_ + 1; seq <= level; ++seq) {
+			auto op = meta_.workload.op_at(seq);
+			for (unsigned i = 0; i < op.nr_sectors; ++i)
+				newest_[op.sector + i] = seq;
+		}
+		level_ = std::max(level_, level);
+	}
+
+	std::vector<bool> random_mask(std::size_t n, bool nonempty)
+	{
+		std::vector<bool> mask(n);
+		for (;;) {
+			bool any = false;
+			for (std::size_t i = 0; i < n; ++i)
+				any |= (mask[i] = (rng_() & 1) != 0);
+			if (any || !nonempty || n == 0)
+				return mask;
+		}
+	}
+
+	// Sectors of one write that reached the media when it was torn: a
+	// prefix (in-order media) or any proper subset.
+	std::vector<bool> torn_sectors(std::size_t n)
+	{
+		std::vector<bool> mask(n);
+		if (rng_() & 1) {
+			std::size_t k = 1 + rng_() % (n - 1);
+			for (std::size_t i = 0; i < k; ++i)
+				mask[i] = true;
+			return mask;
+		}
+		for (;;) {
+			std::size_t set = 0;
+			for (std::size_t i = 0; i < n; ++i)
+				set += (mask[i] = (rng_() & 1) != 0);
+			if (set > 0 && set < n)
+				return mask;
+		}
+	}
+
+	void check_window(const SparseImage& base, std::optional<std::uint64_t> base_entry,
+			  const std::vector<const LogWritesEntry*>& pending, const LogWritesEntry* next)
+	{
+		const std::uint64_t where = base_entry.value_or(0);
+		check_state(base, "flush", where, counts_.flush);
+
+		std::vector<const LogWritesEntry*> data_pending;
+		for (auto* e : pending)
+			if (e->has_data() || e->is_discard())
+				data_pending.push_back(e);
+
+		if (!data_pending.empty()) {
+			// Small windows: every non-empty subset once; large ones: a sample.
+			const std::size_t n = data_pending.size();
+			const bool exhaustive = n < 31 && ((std::uint64_t(1) << n) - 1) <= o_.subsets;
+			const std::uint64_t nr = exhaustive ? (std::uint64_t(1) << n) - 1 : o_.subsets;
+			for (std::uint64_t k = 0; k < nr; ++k) {
+				std::vector<bool> mask(n);
+				if (exhaustive)
+					for (std::size_t i = 0; i < n; ++i)
+						mask[i] = ((k + 1) >> i) & 1;
+				else
+					mask = random_mask(n, true);
+				SparseImage state = base;
+				std::uint64_t last = where;
+				for (std::size_t i = 0; i < n; ++i)
+					if (mask[i]) {
+						apply_entry(log_, *data_pending[i], state);
+						last = data_pending[i]->number;
+					}
+				check_state(state, "subset", last, counts_.subset);
+			}
+		}
+
+		// Writes that can tear: the window's plain writes and the next barrier's data.
+		std::vector<const LogWritesEntry*> tearable;
+		for (auto* e : data_pending)
+			if (e->has_data() && e->nr_sectors > 1)
+				tearable.push_back(e);
+		if (next && next->has_data() && next->nr_sectors > 1)
+			tearable.push_back(next);
+		if (tearable.empty())
+			return;
+		for (unsigned k = 0; k < o_.torn; ++k) {
+			const LogWritesEntry* victim = tearable[rng_() % tearable.size()];
+			SparseImage state = base;
+			const bool preflushed = victim == next && (next->flags & log_flush_flag);
+			auto others = random_mask(data_pending.size(), false);
+			for (std::size_t i = 0; i < data_pending.size(); ++i)
+				if (data_pending[i] != victim && (preflushed || others[i]))
+					apply_entry(log_, *data_pending[i], state);
+			apply_entry_sectors(log_, *victim, state, torn_sectors(std::size_t(victim->nr_sectors)));
+			check_state(state, "torn", victim->number, counts_.torn);
+		}
+	}
+
+	void check_state(const SparseImage& state, const char* kind, std::uint64_t entry, std::uint64_t& counter)
+	{
+		++counter;
+		SparseImage work = state;
+		std::optional<SparseImage> separate_backing;
+		std::optional<DeviceWindow> backing_window;
+		Device* backing;
+		if (meta_.log_backing_offset) {
+			backing_window.emplace(work, "backing", *meta_.log_backing_offset, meta_.backing_bytes);
+			backing = &*backing_window;
+		} else {
+			separate_backing.emplace("backing", meta_.backing_bytes);
+			backing = &*separate_backing;
+		}
+		DeviceWindow cache(work, "cache", meta_.log_cache_offset, meta_.cache_bytes);
+
+		std::string replay_error;
+		try {
+			ScanOptions scan_options;
+			scan_options.backing_bytes = meta_.backing_bytes;
+			auto scan = std::make_shared<LogScan>(scan_log(cache, scan_options));
+			// A cache the target never formatted yet: the backing device alone is the logical device.
+			if (scan->replayable()) {
+				ReplayOptions replay_options;
+				replay_options.backing_sectors = meta_.backing_bytes / StampWorkload::sector;
+				auto plan = replay_plan(scan, replay_options);
+				execute_replay(plan, cache, *backing);
+			}
+		} catch (const std::exception& ex) {
+			replay_error = ex.what();
+		}
+
+		std::string problem = replay_error.empty() ? verify(*backing) : "replay threw: " + replay_error;
+		if (problem.empty() && o_.recovery_every && counts_.total() % o_.recovery_every == 0)
+			problem = check_cut_replay(state, *backing);
+		if (!problem.empty())
+			report_failure(state, work, *backing, kind, entry, problem);
+		else
+			maybe_emit(state, *backing, kind, entry);
+	}
+
+	// The offline replay cut at a random byte of its writes (the backing
+	// device), or of the clean mark it writes on the cache afterwards, then
+	// run again from the start: the result must be the uninterrupted one.
+	std::string check_cut_replay(const SparseImage& state, Device& expected)
+	{
+		++counts_.recovery;
+		SparseImage work = state;
+		std::optional<SparseImage> separate_backing;
+		std::optional<DeviceWindow> backing_window;
+		Device* backing;
+		if (meta_.log_backing_offset) {
+			backing_window.emplace(work, "backing", *meta_.log_backing_offset, meta_.backing_bytes);
+			backing = &*backing_window;
+		} else {
+			separate_backing.emplace("backing", meta_.backing_bytes);
+			backing = &*separate_backing;
+		}
+		DeviceWindow cache(work, "cache", meta_.log_cache_offset, meta_.cache_bytes);
+		ScanOptions scan_options;
+		scan_options.backing_bytes = meta_.backing_bytes;
+		ReplayOptions replay_options;
+		replay_options.backing_sectors = meta_.backing_bytes / StampWorkload::sector;
+		std::string cut_where;
+		try {
+			auto scan = std::make_shared<LogScan>(scan_log(cache, scan_options));
+			if (!scan->replayable())
+				return {};
+			auto plan = replay_plan(scan, replay_options);
+			const std::uint64_t total = plan.summary().bytes;
+			const bool cut_mark = total == 0 || (rng_() % 4 == 0);
+			if (!cut_mark) {
+				CuttingDevice cutting(*backing, rng_() % total);
+				try {
+					execute_replay(plan, cache, cutting);
+				} catch (const std::exception&) {
+				}
+				cut_where = "replay writes";
+			} else {
+				execute_replay(plan, cache, *backing);
+				CuttingDevice cutting(cache, rng_() % 1024);
+				try {
+					mark_cache_clean(cutting, *scan);
+				} catch (const std::exception&) {
+				}
+				cut_where = "clean mark";
+			}
+			// The rerun, as wbreplay run again would do it.
+			auto rescan = std::make_shared<LogScan>(scan_log(cache, scan_options));
+			if (rescan->replayable()) {
+				auto replan = replay_plan(rescan, replay_options);
+				execute_replay(replan, cache, *backing);
+			}
+		} catch (const std::exception& ex) {
+			return fmt::format("replay rerun after a cut in the {} threw: {}", cut_where, ex.what());
+		}
+		std::vector<std::byte> a(meta_.backing_bytes), b(meta_.backing_bytes);
+		backing->read_exact(0, a);
+		expected.read_exact(0, b);
+		if (a != b) {
+			std::size_t i = 0;
+			while (a[i] == b[i])
+				++i;
+			return fmt::format("replay cut in the {} and rerun differs from the uninterrupted replay at sector {}",
+					   cut_where, i / 512);
+		}
+		return {};
+	}
+
+	// The flush contract of the stamped workload (wbstamp verify) for the
+	// current level: each sector holds the newest write <= level that covered
+	// it, or a later write that covered it and may have been issued by now.
+	std::string verify(Device& backing)
+	{
+		const std::uint64_t limit = std::min(meta_.ops, level_ + meta_.flush_every);
+		const std::uint64_t nr = meta_.backing_bytes / StampWorkload::sector;
+		std::vector<unsigned char> buf(1 << 20);
+		for (std::uint64_t done = 0; done < nr;) {
+			const std::uint64_t chunk = std::min<std::uint64_t>(nr - done, buf.size() / StampWorkload::sector);
+			backing.read_exact(done * StampWorkload::sector,
+					   std::as_writable_bytes(std::span(buf.data(), chunk * StampWorkload::sector)));
+			for (std::uint64_t i = 0; i < chunk; ++i, ++done) {
+				const unsigned char* sec = buf.data() + i * StampWorkload::sector;
+				const std::uint64_t must = newest_[done];
+				const std::uint64_t seq = meta_.workload.stamp_seq(sec, done);
+				bool ok;
+				if (seq && seq == must)
+					ok = true;
+				else if (seq > level_ && seq <= limit)
+					ok = meta_.workload.op_at(seq).covers(done);
+				else if (!must)
+					ok = !seq && StampWorkload::all_zero(sec);
+				else
+					ok = false;
+				if (!ok) {
+					std::string found = seq ? fmt::format("write {}", seq)
+						: StampWorkload::all_zero(sec) ? "zeros" : "other data";
+					std::string wanted = must ? fmt::format("write {}", must) : "zeros";
+					return fmt::format("first lost sector {}: expected {} (or a later write <= {}), found {}; "
+							   "acknowledged writes 1..{}",
+							   done, wanted, limit, found, level_);
+				}
+			}
+		}
+		return {};
+	}
+
+	void report_failure(const SparseImage& state, SparseImage& work, Device& backing, const char* kind,
+			    std::uint64_t entry, const std::string& problem)
+	{
+		++counts_.failures;
+		if (counts_.failures > o_.max_failures)
+			return;
+		fs::path dir = fs::path(o_.keep) / fmt::format("{}-{}-entry{}-{}", fs::path(o_.recording).filename().string(),
+								 kind, entry, counts_.total());
+		fs::create_directories(dir);
+		save_part(state, meta_.log_cache_offset, meta_.cache_bytes, dir / "cache.img");
+		if (meta_.log_backing_offset)
+			save_part(state, *meta_.log_backing_offset, meta_.backing_bytes, dir / "backing.img");
+		else
+			SparseImage("zero", meta_.backing_bytes).save((dir / "backing.img").string());
+		save_device(backing, dir / "replayed-backing.img");
+		(void)work;
+		std::cout << fmt::format("FAIL {} state entry={} ({}): {}; images kept in {}\n", kind, entry,
+					 fs::path(o_.recording).filename().string(), problem, dir.string())
+			  << std::flush;
+	}
+
+	static void save_part(const SparseImage& image, std::uint64_t offset, std::uint64_t size, const fs::path& file)
+	{
+		int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			throw IoError("cannot create", file.string(), errno);
+		if (::ftruncate(fd, off_t(size)) != 0) {
+			::close(fd);
+			throw IoError("cannot size", file.string(), errno);
+		}
+		image.save_range(fd, 0, offset, size);
+		::close(fd);
+	}
+
+	static void save_device(Device& dev, const fs::path& file)
+	{
+		std::vector<std::byte> all(dev.size_bytes());
+		dev.read_exact(0, all);
+		std::ofstream out(file, std::ios::binary);
+		out.write(reinterpret_cast<const char*>(all.data()), std::streamsize(all.size()));
+	}
+
+	void maybe_emit(const SparseImage& state, Device& logical, const char* kind, std::uint64_t entry)
+	{
+		if (emit_fd_ < 0 || counts_.emitted >= o_.emit_max)
+			return;
+		std::uniform_real_distribution<double> coin(0.0, 1.0);
+		if (std::string(kind) != "final" && coin(emit_rng_) >= o_.emit_fraction)
+			return;
+		constexpr std::uint64_t align = 1 << 20;
+		auto round = [](std::uint64_t v) { return (v + align - 1) / align * align; };
+		const std::uint64_t cache_off = emit_end_;
+		const std::uint64_t backing_off = cache_off + round(meta_.cache_bytes);
+		const std::uint64_t expected_off = backing_off + round(meta_.backing_bytes);
+		emit_end_ = expected_off + round(meta_.backing_bytes);
+		if (::ftruncate(emit_fd_, off_t(emit_end_)) != 0)
+			throw IoError("cannot size", o_.emit + "/states.img", errno);
+		state.save_range(emit_fd_, cache_off, meta_.log_cache_offset, meta_.cache_bytes);
+		if (meta_.log_backing_offset)
+			state.save_range(emit_fd_, backing_off, *meta_.log_backing_offset, meta_.backing_bytes);
+		std::vector<std::byte> all(meta_.backing_bytes);
+		logical.read_exact(0, all);
+		if (::pwrite(emit_fd_, all.data(), all.size(), off_t(expected_off)) != ssize_t(all.size()))
+			throw IoError("cannot write", o_.emit + "/states.img", errno);
+		manifest_ << fmt::format("{} {} {} {} {} {} {} {}\n", counts_.emitted, kind, entry, cache_off / 512,
+					 meta_.cache_bytes / 512, backing_off / 512, expected_off / 512,
+					 meta_.backing_bytes / 512);
+		++counts_.emitted;
+	}
+
+	const Options& o_;
+	const Meta& meta_;
+	const LogWritesLog& log_;
+	std::mt19937_64 rng_;
+	std::mt19937_64 emit_rng_{0x5eed};
+	std::uint64_t logged_size_;
+	std::vector<std::uint64_t> newest_; // newest write <= level_ per sector
+	std::uint64_t level_ = 0;
+	Counts counts_;
+	int emit_fd_ = -1;
+	std::uint64_t emit_end_ = 0;
+	std::ofstream manifest_;
+};
+
+int write_stamp_image(const Options& o, const Meta& meta)
+{
+	SparseImage image("stamps", meta.backing_bytes);
+	unsigned char sec[StampWorkload::sector];
+	for (std::uint64_t seq = 1; seq <= meta.ops; ++seq) {
+		auto op = meta.workload.op_at(seq);
+		for (unsigned i = 0; i < op.nr_sectors; ++i) {
+			meta.workload.stamp_sector(sec, op.sector + i, seq);
+			image.write_exact((op.sector + i) * StampWorkload::sector,
+					  std::as_bytes(std::span(sec, StampWorkload::sector)));
+		}
+	}
+	image.save(o.stamp_image);
+	return 0;
+}
+
+bool same_as_file(const SparseImage& image, std::uint64_t size, const fs::path& file, std::uint64_t& first_diff)
+{
+	std::ifstream in(file, std::ios::binary);
+	if (!in || fs::file_size(file) != size)
+		return first_diff = 0, false;
+	std::vector<char> a(1 << 20);
+	std::vector<std::byte> b(1 << 20);
+	SparseImage copy = image;
+	for (std::uint64_t off = 0; off < size; off += a.size()) {
+		const std::size_t n = std::size_t(std::min<std::uint64_t>(a.size(), size - off));
+		in.read(a.data(), std::streamsize(n));
+		copy.read_exact(off, std::span(b.data(), n));
+		if (std::memcmp(a.data(), b.data(), n) != 0) {
+			for (std::size_t i = 0; i < n; ++i)
+				if (a[i] != char(b[i]))
+					return first_diff = off + i, false;
+		}
+	}
+	return true;
+}
+
+int run(const Options& o)
+{
+	const fs::path dir(o.recording);
+	const Meta meta = read_meta(dir / "meta.kv");
+	if (!o.stamp_image.empty())
+		return write_stamp_image(o, meta);
+	const auto started = std::chrono::steady_clock::now();
+	LogWritesLog log((dir / "log.img").string());
+	std::uint64_t barriers = 0, marks = 0, writes = 0;
+	for (const auto& e : log.entries()) {
+		barriers += e.is_barrier();
+		marks += e.is_mark();
+		writes += e.has_data();
+	}
+	Checker checker(o, meta, log);
+	SparseImage final_image = checker.run();
+	const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+	// The replayer itself: the whole log must rebuild what the VM left on the logged device.
+	std::uint64_t diff = 0;
+	bool replayer_ok = true;
+	if (fs::exists(dir / "final-data.img") && !same_as_file(final_image, checker.logged_size(), dir / "final-data.img", diff)) {
+		std::cout << fmt::format("FAIL log replay: the whole log differs from final-data.img at byte {}\n", diff);
+		replayer_ok = false;
+	}
+	const auto& c = checker.counts();
+	std::cout << fmt::format("workload {}: target={} mode={} seed={} ops={} flush_every={} entries={} writes={} "
+				 "barriers={} marks={}\n",
+				 dir.filename().string(), meta.target, meta.mode, meta.workload.seed, meta.ops, meta.flush_every,
+				 log.entries().size(), writes, barriers, marks);
+	std::cout << fmt::format("states_checked_a={} flush={} subset={} torn={} recovery_cuts={} failures={} emitted={} "
+				 "seconds={:.1f}\n",
+				 c.total(), c.flush, c.subset, c.torn, c.recovery, c.failures, c.emitted, seconds);
+	return (c.failures || !replayer_ok) ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+	Options o;
+	CLI::App app{"Enumerates and checks the crash states of a dm-log-writes recording of a writeboost target."};
+	app.add_option("recording", o.recording, "directory made by tests/crash/record.sh")->required();
+	app.add_option("--subsets", o.subsets, "subset states per window (all subsets if fewer)");
+	app.add_option("--torn", o.torn, "torn-write states per window");
+	app.add_option("--seed", o.seed, "seed of the random choices");
+	app.add_option("--max-windows", o.max_windows, "check only the first N windows (0: all)");
+	app.add_option("--keep", o.keep, "where failing states' images go");
+	app.add_option("--emit", o.emit, "write a sample of states for the kernel check into this directory");
+	app.add_option("--emit-max", o.emit_max, "at most this many emitted states");
+	app.add_option("--emit-fraction", o.emit_fraction, "probability that a passing state is emitted");
+	app.add_option("--max-failures", o.max_failures, "keep images of at most this many failures");
+	app.add_option("--recovery-every", o.recovery_every, "cut and rerun the offline replay on every Nth state (0: never)");
+	app.add_option("--stamp-image", o.stamp_image, "write the image of the whole workload here and stop");
+	return wbkit::run_tool("wbcrash", app, argc, argv, [&] { return run(o); });
+}
