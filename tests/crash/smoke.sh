@@ -41,7 +41,8 @@ for fixture in "$root"/fixtures/crash/*/; do
 		continue
 	fi
 
-	out=$("$wbcrash" "$rec" --subsets "${CRASH_SUBSETS:-4}" --torn "${CRASH_TORN:-4}" --seed 1 --keep "$keep") || failed=1
+	out=$("$wbcrash" "$rec" --subsets "${CRASH_SUBSETS:-2}" --torn "${CRASH_TORN:-3}" --seed 1 \
+		--max-windows "${CRASH_WINDOWS:-50}" --recovery-every 10 --keep "$keep") || failed=1
 	echo "$out"
 	n=$(echo "$out" | sed -n 's/^states_checked_a=\([0-9]*\).*/\1/p')
 	total=$((total + ${n:-0}))
