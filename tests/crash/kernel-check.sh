@@ -35,6 +35,8 @@ trap 'rm -f "$guest"' EXIT
 	$DMSETUP create c$idx --table "0 $c_len linear /dev/vda $c_off" || wb_fail "linear c$idx"
 	$DMSETUP create b$idx --table "0 $b_len linear /dev/vda $b_off" || wb_fail "linear b$idx"
 	$DMSETUP create e$idx --table "0 $b_len linear /dev/vda $e_off" || wb_fail "linear e$idx"
+	$DMSETUP mknodes
+	wb_report "st$idx.begin" "$kind"
 	if ! $DMSETUP create w$idx --table "0 $b_len writeboost /dev/mapper/b$idx /dev/mapper/c$idx" 2>/tmp/err; then
 		wb_report "st$idx" "construct_failed:$(tr ' \n' '__' </tmp/err)"
 		$DMSETUP remove c$idx b$idx e$idx
