@@ -1,4 +1,4 @@
-// The log scan against FORMAT.md's replay rules, case by case.
+// The log scan against the replay rules of docs/FORMAT.md, case by case.
 #include "scan_fixture.hpp"
 
 using namespace wbkit;
