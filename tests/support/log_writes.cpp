@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 namespace wbkit::testing {
 
 namespace {

@@ -34,8 +34,8 @@ inline constexpr std::uint64_t log_mark_flag = 1U << 3;
 inline constexpr std::uint64_t log_metadata_flag = 1U << 4;
 
 struct LogWritesEntry {
-	std::uint64_t number = 0;      // 0-based position in the log
-	std::uint64_t sector = 0;      // in device sectors (the log's sector size)
+	std::uint64_t number = 0; // 0-based position in the log
+	std::uint64_t sector = 0; // in device sectors (the log's sector size)
 	std::uint64_t nr_sectors = 0;
 	std::uint64_t flags = 0;
 	std::uint64_t data_offset = 0; // byte offset of the data in the log file

@@ -445,8 +445,9 @@ private:
 				else
 					ok = false;
 				if (!ok) {
-					std::string found = seq ? fmt::format("write {}", seq)
-						: StampWorkload::all_zero(sec) ? "zeros" : "other data";
+					std::string found = seq                            ? fmt::format("write {}", seq)
+							    : StampWorkload::all_zero(sec) ? "zeros"
+											   : "other data";
 					std::string wanted = must ? fmt::format("write {}", must) : "zeros";
 					return fmt::format("first lost sector {}: expected {} (or a later write <= {}), found {}; "
 							   "acknowledged writes 1..{}",
@@ -464,7 +465,7 @@ private:
 		if (counts_.failures > o_.max_failures)
 			return;
 		fs::path dir = fs::path(o_.keep) / fmt::format("{}-{}-entry{}-{}", fs::path(o_.recording).filename().string(),
-								 kind, entry, counts_.total());
+							       kind, entry, counts_.total());
 		fs::create_directories(dir);
 		save_part(state, meta_.log_cache_offset, meta_.cache_bytes, dir / "cache.img");
 		if (meta_.log_backing_offset)
