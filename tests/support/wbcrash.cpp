@@ -59,6 +59,7 @@ struct Options {
 	double emit_fraction = 0.05;
 	std::string stamp_image; // write the workload's image of writes 1..ops here and stop
 	std::uint64_t max_failures = 20;
+	bool emit_failing = false;    // emit the failing states (and only them)
 	bool torn_any_order = false;  // tears that skip sectors, not only prefixes
 	unsigned recovery_every = 10; // every Nth passing state: cut the offline replay, rerun
 };
@@ -341,9 +342,11 @@ private:
 		std::string problem = replay_error.empty() ? verify(*backing) : "replay threw: " + replay_error;
 		if (problem.empty() && o_.recovery_every && counts_.total() % o_.recovery_every == 0)
 			problem = check_cut_replay(state, *backing);
-		if (!problem.empty())
+		if (!problem.empty()) {
 			report_failure(state, work, *backing, kind, entry, problem);
-		else
+			// Whether the kernel loses the same data: its image must equal this one.
+			maybe_emit(state, *backing, kind, entry, true);
+		} else
 			maybe_emit(state, *backing, kind, entry);
 	}
 
@@ -500,12 +503,13 @@ private:
 		out.write(reinterpret_cast<const char*>(all.data()), std::streamsize(all.size()));
 	}
 
-	void maybe_emit(const SparseImage& state, Device& logical, const char* kind, std::uint64_t entry)
+	void maybe_emit(const SparseImage& state, Device& logical, const char* kind, std::uint64_t entry,
+			bool failing = false)
 	{
 		if (emit_fd_ < 0 || counts_.emitted >= o_.emit_max)
 			return;
 		std::uniform_real_distribution<double> coin(0.0, 1.0);
-		if (std::string(kind) != "final" && coin(emit_rng_) >= o_.emit_fraction)
+		if (failing != o_.emit_failing || (std::string(kind) != "final" && !failing && coin(emit_rng_) >= o_.emit_fraction))
 			return;
 		constexpr std::uint64_t align = 1 << 20;
 		auto round = [](std::uint64_t v) { return (v + align - 1) / align * align; };
@@ -634,6 +638,7 @@ int main(int argc, char** argv)
 	app.add_option("--emit-max", o.emit_max, "at most this many emitted states");
 	app.add_option("--emit-fraction", o.emit_fraction, "probability that a passing state is emitted");
 	app.add_option("--max-failures", o.max_failures, "keep images of at most this many failures");
+	app.add_flag("--emit-failing", o.emit_failing, "emit the failing states instead of passing ones");
 	app.add_flag("--torn-any-order", o.torn_any_order, "tear writes at any subset of their sectors, not only a prefix");
 	app.add_option("--recovery-every", o.recovery_every, "cut and rerun the offline replay on every Nth state (0: never)");
 	app.add_option("--stamp-image", o.stamp_image, "write the image of the whole workload here and stop");
