@@ -31,6 +31,7 @@ torn=${CRASH_TORN:-16}
 emit=${CRASH_EMIT:-60}
 started=$SECONDS
 failures=0 states_a=0 states_b=0 states_c=0 workloads=0 skipped=()
+unordered_states=0 unordered_lost=0
 
 for target in wbkit upstream; do
 	for mode in cache both; do
@@ -60,6 +61,15 @@ for target in wbkit upstream; do
 			states_a=$((states_a + ${n:-0}))
 			grep -c '^FAIL' <<<"$res" >/dev/null && failures=$((failures + $(grep -c '^FAIL' <<<"$res")))
 
+			# Known limitation, reported apart (tests/crash/README.md, fixtures/crash-findings/):
+			# tears that skip a segment's header sector.
+			res=$("$wbcrash" "$rec" --subsets 0 --torn 4 --torn-any-order --seed "$seed" --recovery-every 0 \
+				--max-failures 0 --keep "$keep") || true
+			n=$(echo "$res" | sed -n 's/^states_checked_a=\([0-9]*\).*/\1/p')
+			f=$(echo "$res" | sed -n 's/.* failures=\([0-9]*\).*/\1/p')
+			unordered_states=$((unordered_states + ${n:-0}))
+			unordered_lost=$((unordered_lost + ${f:-0}))
+
 			for module in wbkit upstream; do
 				[ "$module" = upstream ] && [ "$target" != upstream ] && continue
 				rc=0
@@ -77,5 +87,6 @@ done
 
 echo "crash run: workloads=$workloads (stamped, seeds: $seeds) skipped=${skipped[*]:-none}"
 echo "crash run: states checked: a(offline)=$states_a b(kernel dm-wbkit)=$states_b c(upstream vs wbreplay)=$states_c"
+echo "crash run: known limitation, tears that skip sectors: $unordered_lost of $unordered_states states lose acknowledged writes (fixtures/crash-findings/)"
 echo "crash run: failures=$failures time=$((SECONDS - started))s${failures:+ (failing states kept under $keep)}"
 [ "$failures" = 0 ]
