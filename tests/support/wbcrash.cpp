@@ -529,6 +529,7 @@ private:
 		manifest_ << fmt::format("{} {} {} {} {} {} {} {}\n", counts_.emitted, kind, entry, cache_off / 512,
 					 meta_.cache_bytes / 512, backing_off / 512, expected_off / 512,
 					 meta_.backing_bytes / 512);
+		manifest_.flush();
 		++counts_.emitted;
 	}
 
