@@ -7,7 +7,7 @@ set -euo pipefail
 # Host build and test of the library, the tools and the Python module.
 BUILD_PACKAGES=(
 	build-essential cmake pkg-config
-	libcli11-dev libfmt-dev libcrypto++-dev libgtest-dev nlohmann-json3-dev
+	libcli11-dev libfmt-dev libcrypto++-dev libisal-dev libgtest-dev nlohmann-json3-dev
 	pybind11-dev python3-dev python3-pytest python3-matplotlib
 	zstd clang libclang-rt-14-dev clang-format-14 util-linux xxd
 )

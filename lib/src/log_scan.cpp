@@ -1,11 +1,13 @@
 #include "wbkit/log_scan.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <cstring>
+#include <sys/mman.h>
 #include <fmt/format.h>
 #include <limits>
 
@@ -64,6 +66,33 @@ std::string_view stop_reason_name(StopReason reason)
 }
 
 namespace {
+
+// Metablock entries gathered per batch of slots live in their own mappings:
+// freeing one returns its pages to the system at once (malloc would keep
+// them in its heap), so merging the batches into the index costs one batch
+// of memory, not a second copy of every entry.
+template <typename T>
+struct MappedAllocator {
+	using value_type = T;
+	MappedAllocator() = default;
+	template <typename U>
+	MappedAllocator(const MappedAllocator<U>&) noexcept
+	{
+	}
+	T* allocate(std::size_t n)
+	{
+		void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			throw std::bad_alloc();
+		return static_cast<T*>(p);
+	}
+	void deallocate(T* p, std::size_t n) noexcept { ::munmap(p, n * sizeof(T)); }
+	template <typename U>
+	bool operator==(const MappedAllocator<U>&) const noexcept
+	{
+		return true;
+	}
+};
 
 class Scanner {
 public:
@@ -129,7 +158,7 @@ private:
 	// What one reader thread found in its range of slots; merged in slot order.
 	struct RangeResult {
 		std::vector<Finding> findings;
-		std::vector<SectorSource> entries;
+		std::vector<SectorSource, MappedAllocator<SectorSource>> entries;
 	};
 
 	static void note(RangeResult& out, FindingCode code, Place place, std::string message)
@@ -172,9 +201,16 @@ private:
 	void read_slot_range(std::uint64_t begin, std::uint64_t end, RangeResult& out) const
 	{
 		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size);
+		// A header block wholly inside a hole of a sparse image reads as
+		// zeros, id 0: an empty slot. Such slots are taken as read.
+		Device::DataRange data{};
 		for (std::uint64_t slot = begin; slot < end; ++slot) {
 			SlotInfo& info = scan_.slots[slot];
 			std::uint64_t offset = scan_.geometry.slot_offset(slot);
+			if (offset >= data.end)
+				data = cache_.next_data(offset);
+			if (offset + block_size <= data.begin)
+				continue; // SlotInfo{} is the empty slot
 			auto header_block = buffer.span().first(block_size);
 			if (int err = cache_.read_at(offset, header_block)) {
 				info.state = SlotState::header_unreadable;
@@ -195,6 +231,8 @@ private:
 				info.state = SlotState::length_too_large;
 				continue;
 			}
+			if (out.entries.capacity() == 0) // room for the whole batch; untouched pages cost nothing
+				out.entries.reserve((end - slot) * blocks_per_segment);
 			for (unsigned i = 0; i < h.length; ++i)
 				out.entries.push_back(SectorSource{.block_sector = h.metablocks[i].sector,
 								   .log_index = std::uint32_t(slot),
@@ -204,8 +242,8 @@ private:
 				info.state = SlotState::unverified;
 				continue;
 			}
-			auto data = buffer.span().subspan(block_size, block_size * h.length);
-			if (int err = cache_.read_at(offset + block_size, data)) {
+			auto data_blocks = buffer.span().subspan(block_size, block_size * h.length);
+			if (int err = cache_.read_at(offset + block_size, data_blocks)) {
 				info.state = SlotState::data_unreadable;
 				note(out, FindingCode::data_unreadable,
 				     {.slot = slot, .segment_id = h.id, .cache_offset = offset + block_size},
@@ -218,35 +256,37 @@ private:
 	}
 
 	// Verification reads and checksums every segment: CPU-bound on a cache in
-	// page cache or on a fast SSD, so contiguous slot ranges go to a few
-	// threads. Results are merged in slot order, so output does not depend on
-	// the thread count.
+	// page cache or on a fast SSD; a header scan waits on the device for each
+	// 4 KiB read. Either way a few threads take batches of slots from a
+	// shared counter (a busy core does not hold up the rest), and results are
+	// merged in slot order, so output does not depend on the thread count.
 	void read_slots()
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
 		scan_.slots.assign(nr, SlotInfo{});
+		const std::uint64_t batch = options_.verify_checksums ? 32 : 1024;
+		const std::uint64_t nr_batches = (nr + batch - 1) / batch;
 		unsigned threads = 1;
-		if (options_.verify_checksums && nr >= 64)
-			threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
-		std::vector<RangeResult> results(threads);
+		if (nr_batches >= 4)
+			threads = options_.verify_checksums ? std::clamp(std::thread::hardware_concurrency(), 1u, 4u) : 4u;
+		std::vector<RangeResult> results(nr_batches);
+		std::atomic<std::uint64_t> next_batch = 0;
 		std::vector<std::thread> workers;
 		std::exception_ptr failure;
 		std::mutex failure_lock;
-		for (unsigned t = 0; t < threads; ++t) {
-			std::uint64_t begin = nr * t / threads, end = nr * (t + 1) / threads;
-			auto work = [this, begin, end, &result = results[t], &failure, &failure_lock] {
-				try {
-					read_slot_range(begin, end, result);
-				} catch (...) {
-					std::lock_guard lock(failure_lock);
-					failure = std::current_exception();
-				}
-			};
-			if (t + 1 == threads)
-				work();
-			else
-				workers.emplace_back(work);
-		}
+		auto work = [&] {
+			try {
+				for (std::uint64_t b; (b = next_batch.fetch_add(1)) < nr_batches;)
+					read_slot_range(b * batch, std::min(nr, (b + 1) * batch), results[b]);
+			} catch (...) {
+				std::lock_guard lock(failure_lock);
+				failure = std::current_exception();
+				next_batch = nr_batches;
+			}
+		};
+		for (unsigned t = 1; t < threads; ++t)
+			workers.emplace_back(work);
+		work();
 		for (auto& w : workers)
 			w.join();
 		if (failure)
@@ -259,8 +299,9 @@ private:
 			for (Finding& f : r.findings)
 				scan_.findings.push_back(std::move(f));
 			entries_.insert(entries_.end(), r.entries.begin(), r.entries.end());
-			std::vector<SectorSource>().swap(r.entries);
+			decltype(r.entries)().swap(r.entries);
 		}
+		std::vector<RangeResult>().swap(results);
 		for (const SlotInfo& info : scan_.slots)
 			scan_.max_id = std::max(scan_.max_id, info.id);
 	}
