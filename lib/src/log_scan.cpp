@@ -1,8 +1,8 @@
 #include "wbkit/log_scan.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -198,12 +198,11 @@ private:
 		}
 	}
 
-	void read_slot_range(std::uint64_t begin, std::uint64_t end, RangeResult& out) const
+	void read_slot_range(std::uint64_t begin, std::uint64_t end, Device::DataRange data, RangeResult& out) const
 	{
 		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size);
 		// A header block wholly inside a hole of a sparse image reads as
 		// zeros, id 0: an empty slot. Such slots are taken as read.
-		Device::DataRange data{};
 		for (std::uint64_t slot = begin; slot < end; ++slot) {
 			SlotInfo& info = scan_.slots[slot];
 			std::uint64_t offset = scan_.geometry.slot_offset(slot);
@@ -255,33 +254,72 @@ private:
 		}
 	}
 
+	// A batch of slots for one reader thread, in slot order.
+	struct Batch {
+		std::uint64_t begin = 0, end = 0;
+		Device::DataRange data{}; // the next data range as of begin
+		RangeResult result;
+	};
+
+	// The next batch, starting at the first slot at or after cursor whose
+	// header block is not wholly in a hole; nullptr at the end of the ring.
+	// Runs under the dispatch lock: holes are found once, not per batch.
+	Batch* next_batch(std::uint64_t& cursor, Device::DataRange& data, std::deque<Batch>& batches) const
+	{
+		const std::uint64_t nr = scan_.geometry.nr_segments;
+		const std::uint64_t batch = options_.verify_checksums ? 64 : 1024;
+		while (cursor < nr) {
+			const std::uint64_t offset = scan_.geometry.slot_offset(cursor);
+			if (offset >= data.end)
+				data = cache_.next_data(offset);
+			if (offset + block_size <= data.begin) {
+				// The first slot whose header block reaches past the hole.
+				const std::uint64_t first = (data.begin - block_size - scan_.geometry.slot_offset(0)) / segment_size + 1;
+				cursor = std::clamp(first, cursor + 1, nr);
+				continue;
+			}
+			Batch& b = batches.emplace_back();
+			b.begin = cursor;
+			b.end = std::min(nr, cursor + batch);
+			b.data = data;
+			cursor = b.end;
+			return &b;
+		}
+		return nullptr;
+	}
+
 	// Verification reads and checksums every segment: CPU-bound on a cache in
 	// page cache or on a fast SSD; a header scan waits on the device for each
-	// 4 KiB read. Either way a few threads take batches of slots from a
-	// shared counter (a busy core does not hold up the rest), and results are
-	// merged in slot order, so output does not depend on the thread count.
+	// 4 KiB read. Either way a few threads take batches of slots in turn (a
+	// busy core does not hold up the rest), and results are merged in slot
+	// order, so output does not depend on the thread count.
 	void read_slots()
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
 		scan_.slots.assign(nr, SlotInfo{});
-		const std::uint64_t batch = options_.verify_checksums ? 32 : 1024;
-		const std::uint64_t nr_batches = (nr + batch - 1) / batch;
-		unsigned threads = 1;
-		if (nr_batches >= 4)
-			threads = options_.verify_checksums ? std::clamp(std::thread::hardware_concurrency(), 1u, 4u) : 4u;
-		std::vector<RangeResult> results(nr_batches);
-		std::atomic<std::uint64_t> next_batch = 0;
+		unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+		if (!options_.verify_checksums)
+			threads = 4;
+		std::deque<Batch> batches; // grows at the back only: references stay valid
+		std::mutex dispatch_lock;
+		std::uint64_t cursor = 0;
+		Device::DataRange data{};
 		std::vector<std::thread> workers;
 		std::exception_ptr failure;
-		std::mutex failure_lock;
 		auto work = [&] {
-			try {
-				for (std::uint64_t b; (b = next_batch.fetch_add(1)) < nr_batches;)
-					read_slot_range(b * batch, std::min(nr, (b + 1) * batch), results[b]);
-			} catch (...) {
-				std::lock_guard lock(failure_lock);
-				failure = std::current_exception();
-				next_batch = nr_batches;
+			for (;;) {
+				Batch* b = nullptr;
+				{
+					std::lock_guard lock(dispatch_lock);
+					if (failure || !(b = next_batch(cursor, data, batches)))
+						return;
+				}
+				try {
+					read_slot_range(b->begin, b->end, b->data, b->result);
+				} catch (...) {
+					std::lock_guard lock(dispatch_lock);
+					failure = std::current_exception();
+				}
 			}
 		};
 		for (unsigned t = 1; t < threads; ++t)
@@ -291,17 +329,19 @@ private:
 			w.join();
 		if (failure)
 			std::rethrow_exception(failure);
+		std::vector<RangeResult*> results;
+		for (Batch& b : batches)
+			results.push_back(&b.result);
 		std::size_t total = 0;
-		for (const RangeResult& r : results)
-			total += r.entries.size();
+		for (const RangeResult* r : results)
+			total += r->entries.size();
 		entries_.reserve(total);
-		for (RangeResult& r : results) {
-			for (Finding& f : r.findings)
+		for (RangeResult* r : results) {
+			for (Finding& f : r->findings)
 				scan_.findings.push_back(std::move(f));
-			entries_.insert(entries_.end(), r.entries.begin(), r.entries.end());
-			decltype(r.entries)().swap(r.entries);
+			entries_.insert(entries_.end(), r->entries.begin(), r->entries.end());
+			decltype(r->entries)().swap(r->entries);
 		}
-		std::vector<RangeResult>().swap(results);
 		for (const SlotInfo& info : scan_.slots)
 			scan_.max_id = std::max(scan_.max_id, info.id);
 	}
@@ -409,22 +449,36 @@ private:
 
 	void build_index()
 	{
-		// Slot -> position in the log, or none; then keep the metablocks the walk applied.
-		constexpr std::uint32_t not_in_log = std::numeric_limits<std::uint32_t>::max();
-		std::vector<std::uint32_t> position(scan_.geometry.nr_segments, not_in_log);
-		for (std::size_t i = 0; i < scan_.log.size(); ++i)
-			position[scan_.log[i].slot] = std::uint32_t(i);
+		// Keep the metablocks the walk applied, with their position in the
+		// log. The log is in ring order from the oldest slot, so a slot's
+		// position is found by bisection (no table of every slot: on a huge
+		// cache that would be 4 bytes per slot); entries come in slot order,
+		// so one search per segment.
+		const std::uint64_t nr = scan_.geometry.nr_segments;
+		const std::uint64_t oldest = scan_.max_id ? wb_oldest_slot(scan_.max_id, nr) : 0;
+		auto ring_step = [&](std::uint64_t slot) { return slot >= oldest ? slot - oldest : slot + nr - oldest; };
+		auto position_of = [&](std::uint64_t slot) -> std::optional<std::uint32_t> {
+			auto it = std::lower_bound(scan_.log.begin(), scan_.log.end(), ring_step(slot),
+						   [&](const LogSegment& seg, std::uint64_t step) { return ring_step(seg.slot) < step; });
+			if (it == scan_.log.end() || it->slot != slot)
+				return std::nullopt;
+			return std::uint32_t(it - scan_.log.begin());
+		};
 		std::size_t kept = 0;
+		std::uint64_t last_slot = ~0ULL;
+		std::optional<std::uint32_t> pos;
 		for (const SectorSource& e : entries_) {
-			std::uint32_t pos = position[e.log_index];
-			if (pos == not_in_log)
+			if (e.log_index != last_slot) {
+				last_slot = e.log_index;
+				pos = position_of(e.log_index);
+			}
+			if (!pos)
 				continue;
 			SectorSource copy = e;
-			copy.log_index = pos;
+			copy.log_index = *pos;
 			entries_[kept++] = copy;
 		}
 		entries_.resize(kept);
-		std::vector<std::uint32_t>().swap(position);
 
 		build_sector_index(scan_, std::move(entries_));
 	}
