@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps deps-build configure demo test test-unit test-asan test-fuzz test-python test-vm bench kmod clean
+.PHONY: all deps deps-build configure demo test test-unit test-asan test-fuzz test-python test-vm bench kmod check-kmod-style clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -27,6 +27,7 @@ demo: all
 # Everything: unit, CLI, block-device, Python, sanitizer, fuzz and VM tests.
 test: deps
 	$(MAKE) all
+	$(MAKE) check-kmod-style
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 	$(MAKE) test-fuzz
@@ -53,6 +54,10 @@ bench: all
 
 kmod: deps
 	$(MAKE) -C kmod
+
+# The kernel's checkpatch.pl on kmod/ (extracted from linux-source-6.1 into $(BUILD)/checkpatch).
+check-kmod-style:
+	scripts/check-kmod-style.sh $(BUILD)/checkpatch
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
