@@ -852,16 +852,17 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 }
 
 /*
- * Status (STATUSTYPE_INFO), dm-writeboost's fields in its order, then ours:
+ * Status (STATUSTYPE_INFO), dm-writeboost's layout:
  *
  *   <cursor_pos> <nr_cache_blocks> <nr_segments> <current_id>
  *   <last_flushed_id> <last_writeback_id> <nr_dirty_cache_blocks>
  *   <stat * 16> <nr_partial_flushed>
- *   10 writeback_threshold <n> nr_cur_batched_writeback <n>
+ *   12 writeback_threshold <n> nr_cur_batched_writeback <n>
  *      sync_data_interval <n> update_sb_record_interval <n>
- *      read_cache_threshold <n>
- *   dead <0|1> <cause>
+ *      read_cache_threshold <n> dead <cause>
  *
+ * The dead state is one more counted key/value pair (upstream has 10
+ * tokens there), so a parser that trusts the count reads every token.
  * stat index = write << 3 | hit << 2 | on_buffer << 1 | fullsize.
  * cause is "-" while alive, else <cache|backing>:<read|write|flush>:
  * <sector>:<errno>, e.g. "cache:write:5120:-5".
@@ -891,17 +892,17 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 		for (i = 0; i < WB_STATLEN; i++)
 			DMEMIT(" %lld", (long long)atomic64_read(&wb->stat[i]));
 		DMEMIT(" %lld", (long long)atomic64_read(&wb->nr_partial_flushed));
-		DMEMIT(" 10 writeback_threshold %u nr_cur_batched_writeback %u sync_data_interval %u update_sb_record_interval %u read_cache_threshold %u",
+		DMEMIT(" 12 writeback_threshold %u nr_cur_batched_writeback %u sync_data_interval %u update_sb_record_interval %u read_cache_threshold %u",
 		       READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]),
 		       READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]),
 		       READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]));
 		if (!wb_dead(wb)) {
-			DMEMIT(" dead 0 -");
+			DMEMIT(" dead -");
 		} else {
 			smp_rmb();	/* pairs with wb_set_dead: cause before flag */
-			DMEMIT(" dead 1 %s:%s:%llu:%d",
+			DMEMIT(" dead %s:%s:%llu:%d",
 			       wb->cause.dev == WB_DEV_CACHE ? "cache" : "backing",
 			       wb->cause.op, (unsigned long long)wb->cause.sector,
 			       wb->cause.err);

@@ -11,7 +11,7 @@ source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 command -v mkfs.ext4 >/dev/null || { echo "skip: mkfs.ext4 not installed"; exit 77; }
 command -v zstd >/dev/null || { echo "skip: zstd not installed"; exit 77; }
-VM_TIMEOUT=300
+VM_TIMEOUT=600
 
 work=$(mktemp -d "$VM_WORK/wbkit-guard.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -111,6 +111,6 @@ echo "backing write error: ${ws##*dead }"
 echo "backing read error:  ${rs##*dead }"
 [ -z "$(vm_result drop_caches_succeeded)" ] || { echo "drop_caches succeeded over a failing block"; fail=1; }
 [ -z "$(vm_result read_succeeded)" ] || { echo "a read of a failing block succeeded"; fail=1; }
-case "$ws" in *"dead 1 backing:write:4096:-5") ;; *) echo "write error: expected backing:write:4096:-5"; fail=1 ;; esac
-case "$rs" in *"dead 1 backing:read:4099:-5") ;; *) echo "read error: expected backing:read:4099:-5"; fail=1 ;; esac
+case "$ws" in *"dead backing:write:4096:-5") ;; *) echo "write error: expected backing:write:4096:-5"; fail=1 ;; esac
+case "$rs" in *"dead backing:read:4099:-5") ;; *) echo "read error: expected backing:read:4099:-5"; fail=1 ;; esac
 exit $fail

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Suspend means quiet, and a reload is safe:
-# 1. suspend while writeback has work (threshold, one segment per batch, a
-#    slow backing disk, superblock record every second): digests of both
-#    devices taken 10 s apart are equal; after resume writeback continues;
+# 1. suspend while writeback has work (threshold set after the writes, one
+#    segment per batch, a slow backing disk, superblock record every
+#    second): digests of both devices taken 10 s apart are equal, and so is
+#    last_writeback_id; after resume writeback continues;
 # 2. a table swap of options (dmsetup reload + resume) takes effect;
 # 3. reload + resume twice while a workload with flushes runs: every
 #    flushed write is there, live and after remove + re-create;
@@ -11,16 +12,16 @@
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
-VM_TIMEOUT=480
+VM_TIMEOUT=720
 
 work=$(mktemp -d "$VM_WORK/wbkit-reload.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 vm_image "$work/backing.img" 64M
 vm_image "$work/cache.img" 16M
 
-# A backing disk of ~200 IOPS: a segment's writeback takes about a second.
+# A backing disk of ~100 IOPS: a segment's writeback takes over a second.
 rc=0
-VM_DRIVE_OPTS_vda=throttling.iops-total=200 \
+VM_DRIVE_OPTS_vda=throttling.iops-total=100 \
 vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
 . /lib/wbguest.sh
 wb_load_target wbkit
@@ -43,9 +44,11 @@ settle() {
 }
 
 # 1. Suspend is quiet.
-wb_dm_create wb "$T 6 writeback_threshold 1 nr_max_batched_writeback 1 update_sb_record_interval 1"
+wb_dm_create wb "$T 4 nr_max_batched_writeback 1 update_sb_record_interval 1"
 $WBSTAMP write /dev/mapper/wb $W1 --final-flush >/dev/null || wb_fail "workload 1 failed"
-sleep 2
+# 25 dirty segments in a 30-slot ring: writeback starts only now.
+$DMSETUP message wb 0 writeback_threshold 1 || wb_fail "message failed"
+sleep 3
 $DMSETUP suspend wb || wb_fail "suspend failed"
 lw1=$(lw)
 d1=$(digest)
@@ -54,7 +57,8 @@ d2=$(digest)
 lw2=$(lw)
 wb_report suspended_digests "$d1 $d2"
 wb_report suspended_lw "$lw1 $lw2"
-[ "$d1" = "$d2" ] && wb_report suspend_quiet yes || wb_report suspend_quiet no
+[ "$d1" = "$d2" ] && [ "$lw1" = "$lw2" ] && wb_report suspend_quiet yes || wb_report suspend_quiet no
+[ "$lw1" -lt 25 ] && wb_report work_left_at_suspend yes || wb_report work_left_at_suspend no
 $DMSETUP message wb 0 drop_caches 2>/dev/null && wb_report drop_caches_while_suspended succeeded
 $DMSETUP resume wb || wb_fail "resume failed"
 sleep 4
@@ -109,6 +113,7 @@ echo "suspended: last_writeback_id $(vm_result suspended_lw), digests $(vm_resul
 echo "swapped table: $(vm_result swapped_table)"
 echo "reload+clear digests: $(vm_result clear_digests)"
 fail=0
+wbkit_expect work_left_at_suspend yes || fail=1
 wbkit_expect suspend_quiet yes || fail=1
 wbkit_expect writeback_resumed yes || fail=1
 [ -z "$(vm_result drop_caches_while_suspended)" ] || { echo "drop_caches ran on a suspended device"; fail=1; }

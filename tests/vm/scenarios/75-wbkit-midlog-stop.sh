@@ -23,7 +23,7 @@ if [ -z "$wbreplay" ] || [ -z "$wbdump" ]; then
 fi
 wbkit_prepare
 vm_has_upstream || { echo "skip: dm-writeboost (upstream) module not installed"; exit 77; }
-VM_TIMEOUT=300
+VM_TIMEOUT=600
 PY=/usr/bin/python3
 
 work=$(mktemp -d "$VM_WORK/wbkit-midlog.XXXXXX")
