@@ -377,7 +377,7 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 
 		old = wb_ht_lookup(wb, mb->sector);
 		if (old) {
-			u8 keep = bits ? (old->dirty_bits & ~bits) : 0;
+			u8 keep = old->dirty_bits & ~wb_entry_sectors(bits);
 
 			if (keep) {
 				err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
@@ -489,14 +489,13 @@ static int wb_replay(struct wb_device *wb, char **error)
 	if (err)
 		goto io_error;
 
-	start = max_id ? wb_id_to_slot(wb, max_id + 1) : 0;
+	start = wb_oldest_slot(max_id, wb->nr_segments);
 	for (i = 0; max_id && i < wb->nr_segments; i++) {
 		u64 id;
 		u32 slot;
 		u8 length;
 
-		div64_u64_rem(start + i, wb->nr_segments, &k);
-		slot = (u32)k;
+		slot = (u32)wb_ring_slot(start, i, wb->nr_segments);
 		/* The scanned id stays until the slot is applied or discarded. */
 		if (!wb->segs[slot].id)
 			continue;
@@ -540,7 +539,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 	 * media. Their headers are zeroed (see above).
 	 */
 	for (; max_id && i < wb->nr_segments; i++) {
-		div64_u64_rem(start + i, wb->nr_segments, &k);
+		k = wb_ring_slot(start, i, wb->nr_segments);
 		if (!wb->segs[k].id)
 			continue;
 		wb->segs[k].id = 0;
@@ -565,8 +564,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 			      (wb->bounce + WB_BLOCK_SIZE - WB_SECTOR_SIZE))
 			     ->last_writeback_segment_id);
 
-	lw = last_id > wb->nr_segments ? last_id - wb->nr_segments : 0;
-	lw = max(lw, min(record, last_id));
+	lw = wb_last_writeback_id(last_id, record, wb->nr_segments);
 
 	if (record > last_id) {
 		DMWARN("the superblock record names segment %llu, beyond the last replayed segment %llu: rewritten to %llu",
