@@ -19,9 +19,9 @@ trap 'rm -rf "$work"' EXIT
 vm_image "$work/backing.img" 64M
 vm_image "$work/cache.img" 16M
 
-# A backing disk of ~100 IOPS: a segment's writeback takes over a second.
+# Backing writes at ~100 IOPS: a segment's writeback takes over a second.
 rc=0
-VM_DRIVE_OPTS_vda=throttling.iops-total=100 \
+VM_DRIVE_OPTS_vda=throttling.iops-write=100 \
 vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
 . /lib/wbguest.sh
 wb_load_target wbkit
