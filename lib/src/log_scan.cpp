@@ -265,7 +265,7 @@ private:
 			scan_.max_id = std::max(scan_.max_id, info.id);
 	}
 
-	// FORMAT.md's replay walk, then the validator's look at the whole ring.
+	// docs/FORMAT.md's replay walk, then the validator's look at the whole ring.
 	void walk()
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;

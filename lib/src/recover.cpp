@@ -443,7 +443,7 @@ private:
 			report_.lost.push_back(LostRange{.sector = sector,
 							 .sectors = sectors,
 							 .reason = kind == ReplayFailure::write_failed ? LossReason::write_failed
-												      : LossReason::cache_copy_unreadable});
+												       : LossReason::cache_copy_unreadable});
 		};
 		ReplayResult result = execute_replay(plan, cache_, *destination_, exec);
 		report_.extents = result.extents_written;

@@ -40,17 +40,20 @@ void bind_format(py::module_& m)
 	m.attr("MAGIC") = superblock_magic;
 	m.attr("SB_RECORD_OFFSET") = std::uint64_t(WB_SB_RECORD_OFFSET);
 
-	py::class_<Geometry>(m, "Geometry", "Where things lie on a cache device of a given size (FORMAT.md, Geometry).")
+	py::class_<Geometry>(m, "Geometry", "Where things lie on a cache device of a given size (docs/FORMAT.md, Geometry).")
 		.def_static(
 			"for_cache_bytes", [](const py::int_& bytes) { return Geometry::for_cache_bytes(to_u64(bytes, "cache_bytes")); },
 			py::arg("cache_bytes"), "The geometry of a cache device of this many bytes.")
 		.def_readonly("cache_bytes", &Geometry::cache_bytes, "Size of the cache device in bytes.")
 		.def_readonly("nr_segments", &Geometry::nr_segments, "Number of segment slots; 0 if the cache is too small.")
-		.def_property_readonly_static("blocks_per_segment", [](py::object) { return blocks_per_segment; },
-					      "Data blocks (4 KiB) per segment: 127.")
-		.def_property_readonly_static("segment_bytes", [](py::object) { return segment_size; },
-					      "Bytes per segment: 512 KiB.")
-		.def_property_readonly_static("block_bytes", [](py::object) { return block_size; }, "Bytes per cache block: 4 KiB.")
+		.def_property_readonly_static(
+			"blocks_per_segment", [](py::object) { return blocks_per_segment; },
+			"Data blocks (4 KiB) per segment: 127.")
+		.def_property_readonly_static(
+			"segment_bytes", [](py::object) { return segment_size; },
+			"Bytes per segment: 512 KiB.")
+		.def_property_readonly_static(
+			"block_bytes", [](py::object) { return block_size; }, "Bytes per cache block: 4 KiB.")
 		.def(
 			"slot_offset",
 			[](const Geometry& g, const py::int_& slot) { return g.slot_offset(g.checked_slot(to_u64(slot, "slot"))); },

@@ -26,7 +26,7 @@ struct Plan {
 } // namespace
 
 py::object make_plan(std::shared_ptr<const LogScan> scan, std::optional<std::uint64_t> backing_sectors,
-	       std::uint64_t max_extent_bytes, std::string cache_path, std::string backing_path)
+		     std::uint64_t max_extent_bytes, std::string cache_path, std::string backing_path)
 {
 	ReplayOptions options{.max_extent_bytes = max_extent_bytes, .backing_sectors = backing_sectors};
 	std::shared_ptr<const ReplayPlan> plan;
@@ -119,10 +119,12 @@ void bind_replay(py::module_& m)
 	py::class_<Plan>(m, "ReplayPlan",
 			 "The writes a replay of the log makes to the backing device, sorted by destination and merged. "
 			 "Extents are computed as they are iterated. Made by Cache.replay_plan().")
-		.def_property_readonly("summary", [](const Plan& p) { return p.plan->summary(); }, "A ReplaySummary.")
+		.def_property_readonly(
+			"summary", [](const Plan& p) { return p.plan->summary(); }, "A ReplaySummary.")
 		.def_property_readonly("max_extent_bytes", [](const Plan& p) { return p.plan->options().max_extent_bytes; })
-		.def_property_readonly("backing_sectors", [](const Plan& p) { return opt_object(p.plan->options().backing_sectors); },
-				       "Size of the backing device in sectors, when known.")
+		.def_property_readonly(
+			"backing_sectors", [](const Plan& p) { return opt_object(p.plan->options().backing_sectors); },
+			"Size of the backing device in sectors, when known.")
 		.def_property_readonly(
 			"sectors_per_segment",
 			[](const Plan& p) {

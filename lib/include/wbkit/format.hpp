@@ -56,7 +56,7 @@ struct SegmentHeader {
 	std::uint64_t id = 0;
 	std::uint32_t checksum = 0;
 	std::uint8_t length = 0;
-	bool header_padding_nonzero = false;   // bytes 13..511
+	bool header_padding_nonzero = false;    // bytes 13..511
 	bool unused_metablocks_nonzero = false; // metablock area past length
 	std::array<Metablock, blocks_per_segment> metablocks{};
 

@@ -1,5 +1,5 @@
 // The replay engine: turns the kernel-equivalent state of a LogScan into
-// writes to the backing device (FORMAT.md, "Replay"), and executes them.
+// writes to the backing device (docs/FORMAT.md, "Replay"), and executes them.
 //
 // A plan is computed lazily from LogScan::index: extents come out sorted by
 // destination, adjacent dirty sectors merged up to a bounded size, so a plan
@@ -157,7 +157,7 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan);
 // never acknowledged as flushed.
 std::vector<std::string> replay_shortfalls(const ReplayPlan& plan);
 
-// The checks before anything is written (FORMAT.md's replay needs a formatted
+// The checks before anything is written (docs/FORMAT.md's replay needs a formatted
 // cache, a backing device that is not the cache and holds every block the log
 // names). Throws RefusedError; with `force`, the checks that can sensibly be
 // overridden are skipped and returned, worded for the user.
