@@ -199,7 +199,7 @@ static int wb_write(struct wb_device *wb, struct bio *bio, sector_t sector,
 	struct wb_metablock *merged = NULL, *old, *mb;
 	struct wb_metablock_device *md;
 	struct wb_segment *seg, *oseg;
-	bool on_buffer, zero = false, waiting = false;
+	bool on_buffer, waiting = false;
 	u64 merged_id = 0;
 	void *dst;
 	int err;
@@ -256,11 +256,16 @@ retry:
 		}
 		mb = &seg->mb[idx];
 		dst = seg->buf + WB_BLOCK_SIZE * (1 + idx);
-		/* Short (4 KiB) and rare: under the lock, so src stays put. */
+		/*
+		 * Short (4 KiB) and only for partial writes: under the lock,
+		 * so that src stays put and a write into this block that
+		 * starts after the unlock cannot be overwritten by it.
+		 */
 		if (keep)
 			memcpy(dst, src, WB_BLOCK_SIZE);
-		/* Clean sectors of the block are never read; keep them zero. */
-		zero = !keep && bits != WB_ALL_DIRTY;
+		else if (bits != WB_ALL_DIRTY)
+			/* Clean sectors are never read; keep them zero. */
+			memset(dst, 0, WB_BLOCK_SIZE);
 		if (old)
 			wb_ht_del(wb, old);
 		mb->sector = block;
@@ -280,8 +285,6 @@ retry:
 		wb_seal(wb);
 	spin_unlock(&wb->lock);
 
-	if (zero)
-		memset(dst, 0, WB_BLOCK_SIZE);
 	wb_copy_from_bio(dst + (off << WB_SECTOR_SHIFT), bio);
 
 	spin_lock(&wb->lock);
