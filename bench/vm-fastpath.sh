@@ -59,8 +59,8 @@ esac
 
 vm_image "$work/backing.img" 4G
 vm_image "$work/backing-hdd.img" 4G
-vm_image "$work/cache-wbkit.img" 6G
-vm_image "$work/cache-upstream.img" 6G
+vm_image "$work/cache-wbkit.img" 2G
+vm_image "$work/cache-upstream.img" 2G
 
 VM_TIMEOUT=${WBKIT_BENCH_VM_TIMEOUT:-3600}
 {

@@ -804,7 +804,9 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad;
 
 	wb->io_wq = alloc_ordered_workqueue("wbkit_io", WQ_MEM_RECLAIM);
-	wb->flush_wq = alloc_ordered_workqueue("wbkit_flush", WQ_MEM_RECLAIM);
+	/* High priority: flush/FUA bios wait for it (group commit). */
+	wb->flush_wq = alloc_ordered_workqueue("wbkit_flush",
+					       WQ_MEM_RECLAIM | WQ_HIGHPRI);
 	if (!wb->io_wq || !wb->flush_wq) {
 		ti->error = "Cannot create the workqueues";
 		r = -ENOMEM;

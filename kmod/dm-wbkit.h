@@ -53,7 +53,7 @@
 
 #define DM_MSG_PREFIX "writeboost"
 
-#define WB_NR_RAMBUF		4	/* RAM buffer segments in the pool */
+#define WB_NR_RAMBUF		8	/* RAM buffer segments in the pool (as upstream) */
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
 #define WB_STATLEN		16
 #define WB_ALL_DIRTY		0xffU
