@@ -11,7 +11,7 @@
 #   readhit    4 KiB random reads of data written before (all in the cache),
 #              libaio iodepth 16, 2 jobs (IOPS)
 #   randrw     70/30 random read/write over that same cached data (IOPS)
-#   dbench     dbench (4 clients) on a fresh ext4 over the cached device,
+#   dbench     dbench -s (4 clients, O_SYNC) on a fresh ext4 over the cached device,
 #              backing disk throttled to hard-disk IOPS; also on the bare
 #              throttled disk (MB/s)
 # The fio rows use an unthrottled backing disk; writeback is off
@@ -148,7 +148,8 @@ row() {
 		/usr/sbin/mke2fs -q -F -t ext4 -E lazy_itable_init=1,lazy_journal_init=1 "$dev" 2G ||
 			wb_fail "mke2fs on $dev failed"
 		mount -t ext4 "$dev" /mnt || wb_fail "mount of $dev failed"
-		/usr/bin/dbench -c /usr/share/dbench/client.txt -D /mnt -t "$DBENCH_TIME" 4 \
+		# -s: O_SYNC file I/O, so the device (not the page cache) sets the pace.
+		/usr/bin/dbench -s -c /usr/share/dbench/client.txt -D /mnt -t "$DBENCH_TIME" 4 \
 			>/tmp/dbench.out 2>&1 || { tail -5 /tmp/dbench.out; wb_fail "dbench on $dev failed"; }
 		umount /mnt || wb_fail "umount failed"
 		wb_report "r$r.$t.dbench" "$(awk '/Throughput/ { print $2 }' /tmp/dbench.out | tail -1)"
