@@ -58,8 +58,8 @@ static void wb_stat_inc(struct wb_device *wb, bool write, bool hit,
 
 static bool wb_slot_free(struct wb_device *wb, u64 id)
 {
-	return id <= wb->nr_segments ||
-	       id - wb->nr_segments <= READ_ONCE(wb->last_writeback_id);
+	return wb_previous_lap_id(id, wb->nr_segments) <=
+	       READ_ONCE(wb->last_writeback_id);
 }
 
 /*
