@@ -765,7 +765,8 @@ void wb_flush_work(struct work_struct *work)
 						       struct wb_segment,
 						       flush_node);
 		}
-		fua = flush_only = false;
+		fua = false;
+		flush_only = false;
 		zero_next = NULL;
 		upto = wb->last_flushed_id;
 		if (seg) {

@@ -237,7 +237,8 @@ retry:
 			} else if (!in_worker) {
 				spin_unlock(&wb->lock);
 				return 1;
-			} else {
+			}
+			if (!src) {
 				sector_t cs = wb_mb_cache_sector(wb, old);
 
 				atomic_inc(&oseg->nr_dev_readers);
@@ -274,7 +275,7 @@ retry:
 		wb_ht_add(wb, mb);
 		seg->length++;
 	}
-	wb_stat_inc(wb, true, old != NULL, on_buffer, n == WB_BLOCK_SECTORS);
+	wb_stat_inc(wb, true, !!old, on_buffer, n == WB_BLOCK_SECTORS);
 
 	md = seg->buf + WB_METABLOCK_OFFSET(wb_mb_idx(wb, mb));
 	md->sector = cpu_to_le64(mb->sector);
