@@ -223,22 +223,12 @@ int wb_writeback_daemon(void *data)
 /* Superblock record and data sync */
 
 /*
- * The record is the 4 KiB block 2040..2047 with last_writeback_segment_id
- * at the start of its last sector (byte 0xFFE00); the rest of the block is
- * zero, as formatting left it. last_writeback_id only moves after the
- * backing device was flushed, so the record never runs ahead of it.
+ * last_writeback_id only moves after the backing device was flushed, so the
+ * record never runs ahead of it.
  */
 static void wb_update_sb_record(struct wb_device *wb, void *blk)
 {
-	struct wb_superblock_record_device *rec =
-		blk + WB_BLOCK_SIZE - WB_SECTOR_SIZE;
-
-	memset(blk, 0, WB_BLOCK_SIZE);
-	rec->last_writeback_segment_id =
-		cpu_to_le64(READ_ONCE(wb->last_writeback_id));
-	wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
-		   WB_SB_RECORD_SECTOR + 1 - WB_BLOCK_SECTORS, blk,
-		   WB_BLOCK_SIZE);
+	wb_write_sb_record(wb, blk, READ_ONCE(wb->last_writeback_id));
 }
 
 int wb_periodic_daemon(void *data)
@@ -251,11 +241,7 @@ int wb_periodic_daemon(void *data)
 		unsigned int sync, rec;
 
 		schedule_timeout_interruptible(HZ);
-		/*
-		 * A suspended target leaves the cache device alone: the
-		 * record could otherwise name segments whose writeback a
-		 * copy of the backing device taken now does not hold.
-		 */
+		/* postsuspend stops this thread; this covers the moment before. */
 		if (wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags))
 			continue;
 

@@ -574,7 +574,7 @@ static int wb_tunable_index(const char *key)
 static const char *wb_unsupported(int t, unsigned int val)
 {
 	if (t == WB_T_READ_CACHE_THRESHOLD && val)
-		return "read_cache_threshold other than 0 is not supported: this target does not cache reads";
+		return "read_cache_threshold other than 0 is not supported: no read caching";
 	if (t == WB_T_WRITE_AROUND_MODE && val)
 		return "write_around_mode 1 is not supported: this target only does write-back";
 	return NULL;
@@ -624,24 +624,50 @@ static int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
 	return 0;
 }
 
+/* Stops both kthreads; an in-flight writeback batch finishes first. */
+static void wb_stop_daemons(struct wb_device *wb)
+{
+	if (wb->periodic_task)
+		kthread_stop(wb->periodic_task);
+	wb->periodic_task = NULL;
+	if (wb->wb_task)
+		kthread_stop(wb->wb_task);
+	wb->wb_task = NULL;
+}
+
+static int wb_start_daemons(struct wb_device *wb)
+{
+	struct task_struct *t;
+
+	t = kthread_run(wb_writeback_daemon, wb, "wbkit_writeback");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	wb->wb_task = t;
+	t = kthread_run(wb_periodic_daemon, wb, "wbkit_periodic");
+	if (IS_ERR(t)) {
+		wb_stop_daemons(wb);
+		return PTR_ERR(t);
+	}
+	wb->periodic_task = t;
+	return 0;
+}
+
+/*
+ * Never writes to a device: an instance that went live was suspended
+ * (postsuspend wrote its RAM buffer out), and one that never did has
+ * nothing to write.
+ */
 static void wb_destroy(struct wb_device *wb)
 {
 	struct dm_target *ti = wb->ti;
 	unsigned int i;
 
-	if (wb->periodic_task)
-		kthread_stop(wb->periodic_task);
-	if (wb->wb_task)
-		kthread_stop(wb->wb_task);
+	wb_stop_daemons(wb);
 	if (wb->io_wq)
 		destroy_workqueue(wb->io_wq);
 	if (wb->flush_wq) {
-		/* Normally postsuspend did this already. */
-		spin_lock(&wb->lock);
-		wb_seal(wb);
-		spin_unlock(&wb->lock);
-		destroy_workqueue(wb->flush_wq);	/* drains it */
-		wb->flush_wq = NULL;
+		destroy_workqueue(wb->flush_wq);	/* postsuspend drained it */
+		wb->flush_wq = NULL;	/* wb_set_dead must not queue work on it */
 	}
 
 	for (i = 0; i < WB_MAX_BATCH; i++)
@@ -652,9 +678,10 @@ static void wb_destroy(struct wb_device *wb)
 	free_page((unsigned long)wb->bounce);
 	free_page((unsigned long)wb->bounce2);
 	free_page((unsigned long)wb->zero_block);
-	kvfree(wb->htable);
-	kvfree(wb->mbs);
-	kvfree(wb->segs);
+	vfree(wb->htable);
+	vfree(wb->mbs);
+	vfree(wb->segs);
+	bioset_exit(&wb->bio_set);
 	if (wb->cache_dev)
 		dm_put_device(ti, wb->cache_dev);
 	if (wb->backing_dev)
@@ -668,14 +695,20 @@ static int wb_alloc_metadata(struct wb_device *wb)
 	unsigned int i;
 	u64 k;
 
-	wb->segs = kvcalloc(wb->nr_segments, sizeof(*wb->segs),
-			    GFP_KERNEL | __GFP_NOWARN);
-	wb->mbs = kvcalloc(nr_blocks, sizeof(*wb->mbs),
-			   GFP_KERNEL | __GFP_NOWARN);
+	/*
+	 * vzalloc, not kvcalloc: kvmalloc refuses more than INT_MAX bytes,
+	 * which the metablock array of a cache over ~250 GiB needs.
+	 * array_size saturates on overflow, which vzalloc then refuses.
+	 * Between one hash bucket per two blocks and one per block: chains
+	 * average at most two entries, and the table costs 4 to 8 bytes per
+	 * cache block.
+	 */
+	wb->segs = vzalloc(array_size(wb->nr_segments, sizeof(*wb->segs)));
+	wb->mbs = vzalloc(array_size(nr_blocks, sizeof(*wb->mbs)));
 	wb->htable_bits = clamp_t(unsigned int,
-				  ilog2(roundup_pow_of_two(nr_blocks)), 10, 28);
-	wb->htable = kvcalloc(1UL << wb->htable_bits, sizeof(*wb->htable),
-			      GFP_KERNEL | __GFP_NOWARN);
+				  ilog2(nr_blocks), 10, 28);
+	wb->htable = vzalloc(array_size(1UL << wb->htable_bits,
+					sizeof(*wb->htable)));
 	if (!wb->segs || !wb->mbs || !wb->htable)
 		return -ENOMEM;
 	for (k = 0; k < wb->nr_segments; k++) {
@@ -716,8 +749,10 @@ static int wb_alloc_metadata(struct wb_device *wb)
  *       sync_data_interval (seconds, 0..3600, default 0),
  *       read_cache_threshold (only 0), write_around_mode (only 0).
  *
- * A cache device whose superblock magic is not "WBst" is formatted; any
- * other is replayed.
+ * The constructor writes nothing and starts nothing: a reload builds its
+ * instance while the old one is live. It refuses read-only tables and a
+ * cache device that holds neither the magic "WBst" nor a zeroed sector 0.
+ * The first preresume formats (zeroed sector 0) or replays.
  */
 static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
@@ -725,9 +760,16 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	struct wb_device *wb;
 	int t, r;
 
+	bool blank;
+
 	if (argc < 2) {
 		ti->error = "Usage: <backing_dev> <cache_dev> [<#optargs> <key> <value> ...]";
 		return -EINVAL;
+	}
+	/* Replay and writeback write both devices, even with no writes above. */
+	if (!(dm_table_get_mode(ti->table) & FMODE_WRITE)) {
+		ti->error = "Read-only tables are not supported: replay and writeback write";
+		return -EROFS;
 	}
 
 	wb = kzalloc(sizeof(*wb), GFP_KERNEL);
@@ -753,6 +795,14 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	atomic64_set(&wb->nr_partial_flushed, 0);
 	for (t = 0; t < WB_T_NR; t++)
 		wb->tunable[t] = wb_tunables[t].def;
+	r = bioset_init(&wb->bio_set, BIO_POOL_SIZE,
+			offsetof(struct wb_bio, bio), BIOSET_NEED_BVECS);
+	if (r) {
+		ti->error = "Cannot allocate the bio set";
+		kfree(wb);
+		ti->private = NULL;
+		return r;
+	}
 
 	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),
 			  &wb->backing_dev);
@@ -779,7 +829,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	wb->backing_sectors = bdev_nr_sectors(wb->backing_dev->bdev);
 	wb->nr_segments = wb_nr_segments(wb->cache_sectors);
 	if (!wb->nr_segments) {
-		ti->error = "The cache device is smaller than 1.5 MiB (the superblock region and one segment)";
+		ti->error = "The cache device is smaller than 1.5 MiB (superblock and one segment)";
 		r = -EINVAL;
 		goto bad;
 	}
@@ -800,9 +850,16 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad;
 	}
 
-	r = wb_format_or_replay(wb, &ti->error);
-	if (r)
+	/* Only reads: a foreign device is refused before anything is written. */
+	r = wb_check_cache_signature(wb, &blank);
+	if (r == -EINVAL) {
+		ti->error = "The cache device is neither a writeboost cache nor blank (see log)";
 		goto bad;
+	}
+	if (r) {
+		ti->error = "Cannot read the superblock of the cache device";
+		goto bad;
+	}
 
 	wb->io_wq = alloc_ordered_workqueue("wbkit_io", WQ_MEM_RECLAIM);
 	/* High priority: flush/FUA bios wait for it (group commit). */
@@ -813,20 +870,8 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		r = -ENOMEM;
 		goto bad;
 	}
-	wb->wb_task = kthread_run(wb_writeback_daemon, wb, "wbkit_writeback");
-	if (IS_ERR(wb->wb_task)) {
-		r = PTR_ERR(wb->wb_task);
-		wb->wb_task = NULL;
-		ti->error = "Cannot start the writeback daemon";
-		goto bad;
-	}
-	wb->periodic_task = kthread_run(wb_periodic_daemon, wb, "wbkit_periodic");
-	if (IS_ERR(wb->periodic_task)) {
-		r = PTR_ERR(wb->periodic_task);
-		wb->periodic_task = NULL;
-		ti->error = "Cannot start the periodic daemon";
-		goto bad;
-	}
+	/* Suspended until the first resume: no thread, no I/O. */
+	set_bit(WB_F_SUSPENDED, &wb->flags);
 
 	r = dm_set_target_max_io_len(ti, WB_BLOCK_SECTORS);
 	if (r) {
@@ -852,16 +897,55 @@ static void writeboost_dtr(struct dm_target *ti)
 /* ---------------------------------------------------------------------- */
 /* Suspend and resume */
 
-/* Everything transient reaches the cache device: RAM buffer, then flush. */
+/*
+ * Everything transient reaches the cache device (RAM buffer, then flush),
+ * and both kthreads stop: from here to the next preresume this instance
+ * does no I/O, so a copy of either device stays valid and a reloaded table
+ * can replay the log undisturbed.
+ */
 static void writeboost_postsuspend(struct dm_target *ti)
 {
 	struct wb_device *wb = ti->private;
 
 	set_bit(WB_F_SUSPENDED, &wb->flags);
+	wake_up_all(&wb->wait);		/* a waiting drop_caches gives up */
+	wb_stop_daemons(wb);
+	if (!test_bit(WB_F_STARTED, &wb->flags))
+		return;
 	if (wb_wait_flushed(wb, wb_seal_for_flush(wb)))
 		return;
-	/* Each segment went with FUA already; this covers anything else. */
+	/* Segments go without FUA unless a bio waits: make them durable. */
 	wb_flush_dev(wb, WB_DEV_CACHE);
+}
+
+/*
+ * The first preresume of an instance formats or replays the cache: only
+ * now is the instance about to go live, and the one it replaces (if this
+ * is a reload) is suspended and quiet. Every preresume starts the kthreads.
+ */
+static int writeboost_preresume(struct dm_target *ti)
+{
+	struct wb_device *wb = ti->private;
+	char *error = NULL;
+	int r;
+
+	if (!test_bit(WB_F_STARTED, &wb->flags)) {
+		r = wb_format_or_replay(wb, &error);
+		if (r) {
+			DMERR("cannot resume: %s (%d)", error, r);
+			return r;
+		}
+		set_bit(WB_F_STARTED, &wb->flags);
+	}
+	if (!wb->wb_task) {
+		r = wb_start_daemons(wb);
+		if (r) {
+			DMERR("cannot start the writeback and periodic threads (%d)",
+			      r);
+			return r;
+		}
+	}
+	return 0;
 }
 
 static void writeboost_resume(struct dm_target *ti)
@@ -881,16 +965,24 @@ static int wb_drop_caches(struct wb_device *wb)
 	u64 id;
 	int r;
 
+	/* A suspended instance does no I/O. */
+	if (test_bit(WB_F_SUSPENDED, &wb->flags)) {
+		DMWARN("drop_caches: the device is suspended");
+		return -EBUSY;
+	}
 	atomic_inc(&wb->drop_caches);
 	id = wb_seal_for_flush(wb);
 	wake_up(&wb->wb_wait);
 	r = wait_event_interruptible(wb->wait,
 				     READ_ONCE(wb->last_writeback_id) >= id ||
-				     wb_dead(wb));
+				     wb_dead(wb) ||
+				     test_bit(WB_F_SUSPENDED, &wb->flags));
 	atomic_dec(&wb->drop_caches);
 	if (r)
 		return r;
-	return wb_dead(wb) ? -EIO : 0;
+	if (wb_dead(wb))
+		return -EIO;
+	return READ_ONCE(wb->last_writeback_id) >= id ? 0 : -EBUSY;
 }
 
 /*
@@ -937,16 +1029,17 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 }
 
 /*
- * Status (STATUSTYPE_INFO), dm-writeboost's fields in its order, then ours:
+ * Status (STATUSTYPE_INFO), dm-writeboost's layout:
  *
  *   <cursor_pos> <nr_cache_blocks> <nr_segments> <current_id>
  *   <last_flushed_id> <last_writeback_id> <nr_dirty_cache_blocks>
  *   <stat * 16> <nr_partial_flushed>
- *   10 writeback_threshold <n> nr_cur_batched_writeback <n>
+ *   12 writeback_threshold <n> nr_cur_batched_writeback <n>
  *      sync_data_interval <n> update_sb_record_interval <n>
- *      read_cache_threshold <n>
- *   dead <0|1> <cause>
+ *      read_cache_threshold <n> dead <cause>
  *
+ * The dead state is one more counted key/value pair (upstream has 10
+ * tokens there), so a parser that trusts the count reads every token.
  * stat index = write << 3 | hit << 2 | on_buffer << 1 | fullsize.
  * cause is "-" while alive, else <cache|backing>:<read|write|flush>:
  * <sector>:<errno>, e.g. "cache:write:5120:-5".
@@ -976,17 +1069,17 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 		for (i = 0; i < WB_STATLEN; i++)
 			DMEMIT(" %lld", (long long)atomic64_read(&wb->stat[i]));
 		DMEMIT(" %lld", (long long)atomic64_read(&wb->nr_partial_flushed));
-		DMEMIT(" 10 writeback_threshold %u nr_cur_batched_writeback %u sync_data_interval %u update_sb_record_interval %u read_cache_threshold %u",
+		DMEMIT(" 12 writeback_threshold %u nr_cur_batched_writeback %u sync_data_interval %u update_sb_record_interval %u read_cache_threshold %u",
 		       READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]),
 		       READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]),
 		       READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]));
 		if (!wb_dead(wb)) {
-			DMEMIT(" dead 0 -");
+			DMEMIT(" dead -");
 		} else {
-			smp_rmb();
-			DMEMIT(" dead 1 %s:%s:%llu:%d",
+			smp_rmb();	/* pairs with wb_set_dead: cause before flag */
+			DMEMIT(" dead %s:%s:%llu:%d",
 			       wb->cause.dev == WB_DEV_CACHE ? "cache" : "backing",
 			       wb->cause.op, (unsigned long long)wb->cause.sector,
 			       wb->cause.err);
@@ -1041,6 +1134,7 @@ static struct target_type writeboost_target = {
 	.map = writeboost_map,
 	.end_io = writeboost_end_io,
 	.postsuspend = writeboost_postsuspend,
+	.preresume = writeboost_preresume,
 	.resume = writeboost_resume,
 	.message = writeboost_message,
 	.status = writeboost_status,

@@ -34,6 +34,13 @@
  * and completes flush/FUA bios (flush_wq, group commit), a kthread writes
  * segments back to the backing device, and a kthread runs the periodic jobs
  * (superblock record, data sync).
+ *
+ * Lifecycle: the constructor only reads (sector 0, to refuse a foreign
+ * device) and allocates. The first preresume formats or replays and starts
+ * both kthreads; postsuspend writes the RAM buffer out and stops them, so a
+ * suspended instance does no I/O at all; the next preresume starts them
+ * again. A reloaded table therefore replays only after the instance it
+ * replaces has gone quiet, and an aborted reload never touches a device.
  */
 #ifndef DM_WBKIT_H
 #define DM_WBKIT_H
@@ -111,6 +118,15 @@ struct wb_wb_entry {
 
 enum wb_remap { WB_REMAP_NONE, WB_REMAP_BACKING, WB_REMAP_CACHE };
 
+/*
+ * Every bio the target builds itself comes from its own bio_set, with the
+ * start sector in front: after completion bi_iter has advanced to the end.
+ */
+struct wb_bio {
+	sector_t sector;
+	struct bio bio;
+};
+
 struct wb_per_bio {
 	enum wb_remap remap;	/* sent to a device as is */
 	sector_t sector;	/* where, for the cause of an error */
@@ -131,13 +147,15 @@ enum wb_tunable {
 
 /* Bits in wb->flags */
 #define WB_F_DEAD	0	/* fail-stop, never clears */
-#define WB_F_SUSPENDED	1	/* between postsuspend and resume */
+#define WB_F_SUSPENDED	1	/* from postsuspend to the next resume */
+#define WB_F_STARTED	2	/* formatted or replayed: the instance went live */
 
 struct wb_device {
 	struct dm_target *ti;
 	struct dm_dev *backing_dev;
 	struct dm_dev *cache_dev;
 	unsigned long flags;
+	struct bio_set bio_set;
 
 	/* Geometry */
 	u64 nr_segments;
@@ -210,6 +228,8 @@ int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
 void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 		 u64 sector, int err);
 int wb_format_or_replay(struct wb_device *wb, char **error);
+int wb_check_cache_signature(struct wb_device *wb, bool *blank);
+void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
 struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
 void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);

@@ -368,15 +368,12 @@ private:
 
 	void build_index()
 	{
-		// Slot -> position in the log, or none; then keep the metablocks the walk applied.
-		constexpr std::uint32_t not_in_log = std::numeric_limits<std::uint32_t>::max();
-		std::vector<std::uint32_t> position(scan_.geometry.nr_segments, not_in_log);
-		for (std::size_t i = 0; i < scan_.log.size(); ++i)
-			position[scan_.log[i].slot] = std::uint32_t(i);
+		// Keep the metablocks the walk applied, numbered by log position.
+		std::vector<std::uint32_t> position = scan_.log_positions();
 		std::size_t kept = 0;
 		for (const SectorSource& e : entries_) {
 			std::uint32_t pos = position[e.log_index];
-			if (pos == not_in_log)
+			if (pos == LogScan::not_in_log)
 				continue;
 			SectorSource copy = e;
 			copy.log_index = pos;
@@ -447,6 +444,14 @@ LogScan scan_log(Device& cache, const ScanOptions& options)
 	LogScan scan;
 	Scanner(cache, options, scan).run();
 	return scan;
+}
+
+std::vector<std::uint32_t> LogScan::log_positions() const
+{
+	std::vector<std::uint32_t> position(geometry.nr_segments, not_in_log);
+	for (std::size_t i = 0; i < log.size(); ++i)
+		position[log[i].slot] = std::uint32_t(i);
+	return position;
 }
 
 const SectorSource* LogScan::find_sector(std::uint64_t backing_sector) const

@@ -84,6 +84,9 @@ std::string enum_member_name(std::string_view stable_name);
 // JSON documents from inspect.hpp as Python objects (dicts, lists, ints).
 py::object json_to_python(const std::string& text);
 
+// Python's spelling of a bool, for reprs.
+inline const char* py_bool(bool b) { return b ? "True" : "False"; }
+
 // The repr of an optional value: None or the number.
 template <typename T>
 std::string opt_repr(const std::optional<T>& value)

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "bindings.hpp"
-#include "wbkit/inspect.hpp"
+#include "wbkit/report.hpp"
 
 namespace wbkit::python {
 
@@ -109,8 +109,6 @@ void bind_view(py::module_& m, const char* doc)
 			return fmt::format("<wbkit.{} of {} {}{}>", Tag::name, n, Tag::what, n == 1 ? "" : "s");
 		});
 }
-
-const char* py_bool(bool b) { return b ? "True" : "False"; }
 
 } // namespace
 
@@ -272,7 +270,7 @@ void bind_log_scan(py::module_& m)
 			py::arg("sector"),
 			"The SectorSource that decides a backing sector, or None: the backing device holds it.")
 		.def(
-			"to_json", [=](const ScanRef& r) { return json_to_python(scan_json(scan_of(r), r.cache_path).dump()); },
+			"to_json", [=](const ScanRef& r) { return json_to_python(scan_json(scan_of(r), r.cache_path)); },
 			"The document wbdump --json prints, as a dict.")
 		.def(
 			"summary",

@@ -106,6 +106,9 @@ struct LogScan {
 	std::vector<Finding> findings;
 
 	std::uint64_t oldest_id() const { return log.empty() ? 0 : log.front().id; }
+	// Slot -> position in log, or not_in_log.
+	static constexpr std::uint32_t not_in_log = ~std::uint32_t(0);
+	std::vector<std::uint32_t> log_positions() const;
 	std::uint64_t writeback_bytes() const { return dirty_sectors * sector_size; }
 	bool replayable() const { return superblock_readable && superblock.magic_ok && geometry.nr_segments > 0; }
 

@@ -6,8 +6,7 @@
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
-# Boot alone can take minutes on a loaded 2-core machine.
-VM_TIMEOUT=600
+VM_TIMEOUT=300
 fixtures=("$WBKIT_ROOT"/fixtures/upstream/*/)
 [ -d "${fixtures[0]}" ] || { echo "no fixtures under fixtures/upstream"; exit 77; }
 command -v zstd >/dev/null || { echo "zstd not installed"; exit 77; }
