@@ -336,9 +336,10 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
 	sector_t cs = wb_mb_cache_sector(wb, mb);
 	const void *src = NULL;
 	void *buf = wb->bounce;
+	bool from_buf = seg->buf;
 	int err;
 
-	if (seg->buf) {
+	if (from_buf) {
 		atomic_inc(&seg->nr_buf_readers);
 		src = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
 	} else {
@@ -359,10 +360,10 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
 				memcpy(buf + (j << WB_SECTOR_SHIFT),
 				       src + (j << WB_SECTOR_SHIFT),
 				       WB_SECTOR_SIZE);
-	if (src == wb->bounce2)
-		wb_unpin_dev(wb, seg);
-	else
+	if (from_buf)
 		wb_unpin_buf(wb, seg);
+	else
+		wb_unpin_dev(wb, seg);
 	if (!err)
 		wb_copy_to_bio(bio, buf + (off << WB_SECTOR_SHIFT));
 	return err;
