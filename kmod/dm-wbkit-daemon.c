@@ -82,13 +82,13 @@ static void wb_writeback_batch(struct wb_device *wb)
 	u64 lw;
 	int err;
 
-	mutex_lock(&wb->lock);
+	spin_lock(&wb->lock);
 	lw = wb->last_writeback_id;
 	n = (unsigned int)min_t(u64, wb->last_flushed_id - lw,
 				READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
 	n = min_t(unsigned int, n, WB_MAX_BATCH);
 	if (!n) {
-		mutex_unlock(&wb->lock);
+		spin_unlock(&wb->lock);
 		return;
 	}
 	for (b = 0; b < n; b++) {
@@ -119,18 +119,31 @@ static void wb_writeback_batch(struct wb_device *wb)
 			};
 		}
 	}
-	mutex_unlock(&wb->lock);
+	spin_unlock(&wb->lock);
 
-	/* The segments cannot change: they are flushed and not written back. */
-	for (b = 0; b < n; b++) {
-		if (!lens[b])
-			continue;
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-				 wb_data_block_sector(segs[b]->slot, 0),
-				 wb->wb_buf[b], lens[b] * WB_BLOCK_SIZE);
-		if (err)
-			return;
+	/*
+	 * The segments cannot change: they are flushed and not written back.
+	 * Their reads go out together.
+	 */
+	do {
+		wb_aio_init(&aio);
+		for (b = 0; b < n; b++)
+			if (lens[b])
+				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
+					      wb_data_block_sector(segs[b]->slot, 0),
+					      wb->wb_buf[b], lens[b] * WB_BLOCK_SIZE);
+		err = wb_aio_wait(&aio);
+		if (err == -ENOMEM)
+			msleep(100);
+	} while (err == -ENOMEM);
+	if (err) {
+		wb_set_dead(wb, WB_DEV_CACHE, "read", aio.err_sector, err);
+		return;
 	}
+	for (b = 0; b < n; b++)
+		if (lens[b])
+			invalidate_kernel_vmap_range(wb->wb_buf[b],
+						     lens[b] * WB_BLOCK_SIZE);
 
 	sort(wb->wb_entries, nr, sizeof(*wb->wb_entries), wb_entry_cmp, NULL);
 	wb_aio_init(&aio);
@@ -173,13 +186,20 @@ static void wb_writeback_batch(struct wb_device *wb)
 	if (err)
 		return;
 
-	mutex_lock(&wb->lock);
+	spin_lock(&wb->lock);
 	for (b = 0; b < n; b++)
 		for (j = 0; j < lens[b]; j++)
 			if (!hlist_unhashed(&segs[b]->mb[j].ht_node))
 				wb_ht_del(wb, &segs[b]->mb[j]);
+	spin_unlock(&wb->lock);
+	/*
+	 * Unhashed, no new read can pin the slots; reads remapped to them
+	 * earlier finish before the slots may be reused.
+	 */
+	for (b = 0; b < n; b++)
+		wait_event(wb->copy_wait,
+			   !atomic_read(&segs[b]->nr_dev_readers));
 	WRITE_ONCE(wb->last_writeback_id, lw + n);
-	mutex_unlock(&wb->lock);
 	wake_up_all(&wb->wait);
 }
 
@@ -230,10 +250,8 @@ int wb_periodic_daemon(void *data)
 			last_sync = jiffies;
 		} else if (time_after_eq(jiffies, last_sync + sync * HZ)) {
 			last_sync = jiffies;
-			/* The flusher writes it with PREFLUSH and FUA. */
-			mutex_lock(&wb->lock);
-			wb_seal(wb);
-			mutex_unlock(&wb->lock);
+			/* Written and made durable by the flusher. */
+			wb_commit(wb);
 		}
 
 		rec = READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]);

@@ -65,6 +65,10 @@ void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 
 	wake_up_all(&wb->wait);
 	wake_up_all(&wb->wb_wait);
+	wake_up_all(&wb->copy_wait);
+	/* The flusher fails the flush/FUA bios that wait for a commit. */
+	if (wb->flush_wq)
+		queue_work(wb->flush_wq, &wb->flush_work);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -292,6 +296,9 @@ static int wb_format(struct wb_device *wb, char **error)
 			 WB_BLOCK_SIZE);
 	if (err)
 		goto io_error;
+	/* The flush above made the zeroed headers durable. */
+	for (k = 0; k < wb->nr_segments; k++)
+		wb->segs[k].header_zeroed = true;
 	free_page((unsigned long)zero);
 	return 0;
 
@@ -728,11 +735,26 @@ int wb_format_or_replay(struct wb_device *wb, char **error)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Sealing and flushing segments */
+/* Sealing and flushing segments: group commit */
+
+void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg)
+{
+	if (atomic_dec_and_test(&seg->nr_dev_readers) &&
+	    wq_has_sleeper(&wb->copy_wait))
+		wake_up_all(&wb->copy_wait);
+}
+
+void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg)
+{
+	if (atomic_dec_and_test(&seg->nr_buf_readers) &&
+	    wq_has_sleeper(&wb->copy_wait))
+		wake_up_all(&wb->copy_wait);
+}
 
 /*
  * Hands the open segment to the flusher. Called with wb->lock held; an
- * empty open segment stays open.
+ * empty open segment stays open. Writes may still be copying into it
+ * (seg->nr_writers): the flusher waits for them.
  */
 void wb_seal(struct wb_device *wb)
 {
@@ -748,65 +770,216 @@ void wb_seal(struct wb_device *wb)
 	queue_work(wb->flush_wq, &wb->flush_work);
 }
 
+/* Everything written so far becomes durable on the cache device soon. */
+void wb_commit(struct wb_device *wb)
+{
+	spin_lock(&wb->lock);
+	wb_seal(wb);
+	wb->commit_id = max(wb->commit_id, wb->last_sealed_id);
+	spin_unlock(&wb->lock);
+	queue_work(wb->flush_wq, &wb->flush_work);
+}
+
+/* Completes the flush/FUA bios whose segment is durable (all, when dead). */
+static void wb_complete_commits(struct wb_device *wb)
+{
+	struct bio_list done = BIO_EMPTY_LIST, keep = BIO_EMPTY_LIST;
+	bool dead = wb_dead(wb);
+	struct bio *bio;
+
+	spin_lock(&wb->lock);
+	while ((bio = bio_list_pop(&wb->commit_waiters))) {
+		struct wb_per_bio *pb =
+			dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+
+		if (dead || pb->commit_id <= wb->last_durable_id)
+			bio_list_add(&done, bio);
+		else
+			bio_list_add(&keep, bio);
+	}
+	wb->commit_waiters = keep;
+	spin_unlock(&wb->lock);
+	while ((bio = bio_list_pop(&done))) {
+		bio->bi_status = dead ? BLK_STS_IOERR : BLK_STS_OK;
+		bio_endio(bio);
+	}
+}
+
+static bool wb_copies_done(struct wb_device *wb, struct wb_segment *seg)
+{
+	bool done;
+
+	spin_lock(&wb->lock);
+	done = !seg->nr_writers;
+	spin_unlock(&wb->lock);
+	return done;
+}
+
 /*
- * Writes sealed segments to the cache device, one at a time, in id order
- * (the workqueue is ordered and the queue is in id order).
+ * Writes one sealed segment to its slot. Durability (which write makes which
+ * earlier write durable):
+ * - The slot's old header must be invalid (zero) on media before any part of
+ *   this segment is: were it left in place, a torn write could put new data
+ *   behind it, and as the oldest slot of the ring its bad checksum would end
+ *   the log at its very start on replay. A slot zeroed at format time (made
+ *   durable by format's flush) needs nothing; otherwise a zero write Z goes
+ *   first, completes, and this segment's PREFLUSH makes Z durable before the
+ *   segment is written. Z for the next slot is written ahead, together with
+ *   this segment, when that slot is free already: the next segment's PREFLUSH
+ *   then covers it (zero_unflushed forces that PREFLUSH).
+ * - PREFLUSH also makes every earlier segment durable before this one, so
+ *   after a power cut only the newest segment can be torn. It is left out
+ *   when every earlier segment is durable already (last_durable_id >= id - 1)
+ *   and no zeroed header awaits a flush.
+ * - FUA makes this segment durable when the write completes. It is only
+ *   needed when a flush/FUA bio (or the periodic sync) waits for this segment
+ *   and no later segment is queued: otherwise the next segment's PREFLUSH
+ *   makes this one durable, and the waiters complete after that write.
+ */
+static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
+			     bool fua, struct wb_segment *zero_next)
+{
+	struct wb_segment_header_device *hdr;
+	sector_t start = wb_slot_start_sector(seg->slot);
+	bool preflush;
+	struct wb_aio aio;
+	blk_opf_t opf;
+	void *buf;
+	int err = 0;
+
+	wait_event(wb->copy_wait, wb_copies_done(wb, seg));
+
+	/* Sealed and every copy done: nothing writes to buf any more. */
+	buf = seg->buf;
+	hdr = buf;
+	hdr->id = cpu_to_le64(seg->id);
+	hdr->length = seg->length;
+	hdr->checksum = cpu_to_le32(wb_checksum(buf, seg->length));
+
+	if (!seg->header_zeroed) {
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE, start,
+				 wb->zero_block, WB_BLOCK_SIZE);
+		wb->zero_unflushed = true;
+	}
+	preflush = wb->zero_unflushed ||
+		   READ_ONCE(wb->last_durable_id) + 1 < seg->id;
+	opf = REQ_OP_WRITE | (preflush ? REQ_PREFLUSH : 0) | (fua ? REQ_FUA : 0);
+	while (!err) {
+		wb_aio_init(&aio);
+		wb_aio_submit(wb, &aio, WB_DEV_CACHE, opf, start, buf,
+			      wb_seg_bytes(seg->length));
+		if (zero_next)
+			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE,
+				      wb_slot_start_sector(zero_next->slot),
+				      wb->zero_block, WB_BLOCK_SIZE);
+		err = wb_aio_wait(&aio);
+		if (err != -ENOMEM)
+			break;
+		err = 0;
+		msleep(100);
+	}
+	if (err)
+		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
+
+	spin_lock(&wb->lock);
+	seg->buf = NULL;	/* new readers go to the cache device */
+	if (!err) {
+		seg->header_zeroed = false;
+		if (preflush)
+			wb->zero_unflushed = false;
+		if (zero_next) {
+			zero_next->header_zeroed = true;
+			wb->zero_unflushed = true;
+		}
+		if (fua)
+			WRITE_ONCE(wb->last_durable_id, seg->id);
+		else if (preflush)
+			WRITE_ONCE(wb->last_durable_id, seg->id - 1);
+		WRITE_ONCE(wb->last_flushed_id, seg->id);
+	}
+	spin_unlock(&wb->lock);
+
+	/* Reads still copying out of the buffer finish before it is reused. */
+	wait_event(wb->copy_wait, !atomic_read(&seg->nr_buf_readers));
+	spin_lock(&wb->lock);
+	wb->free_rambuf[wb->nr_free_rambuf++] = buf;
+	spin_unlock(&wb->lock);
+	wake_up_all(&wb->wait);
+	wake_up(&wb->wb_wait);
+}
+
+/*
+ * Writes sealed segments to the cache device one at a time in id order (the
+ * workqueue is ordered, the queue is in id order) and completes the flush/FUA
+ * bios. Group commit: while a segment is being written, new flush/FUA bios
+ * gather in the open segment; the next round seals it and one segment write
+ * completes all of them. A commit with nothing new to write costs one cache
+ * flush, or nothing when its segment is durable already.
  */
 void wb_flush_work(struct work_struct *work)
 {
 	struct wb_device *wb = container_of(work, struct wb_device, flush_work);
-	struct wb_segment_header_device *hdr;
-	struct wb_segment *seg;
-	sector_t start;
-	void *buf;
-	int err;
+	struct wb_segment *seg, *zero_next;
+	bool fua, flush_only;
+	u64 upto;
 
 	for (;;) {
-		mutex_lock(&wb->lock);
+		spin_lock(&wb->lock);
+		if (wb_dead(wb)) {
+			spin_unlock(&wb->lock);
+			wb_complete_commits(wb);
+			return;
+		}
 		seg = list_first_entry_or_null(&wb->flush_queue,
 					       struct wb_segment, flush_node);
-		if (seg)
+		if (!seg && wb->commit_id > wb->last_sealed_id) {
+			wb_seal(wb);
+			seg = list_first_entry_or_null(&wb->flush_queue,
+						       struct wb_segment,
+						       flush_node);
+		}
+		fua = false;
+		flush_only = false;
+		zero_next = NULL;
+		upto = wb->last_flushed_id;
+		if (seg) {
 			list_del_init(&seg->flush_node);
-		mutex_unlock(&wb->lock);
-		if (!seg)
-			return;
+			fua = wb->commit_id >= seg->id &&
+			      list_empty(&wb->flush_queue);
+			/*
+			 * The next slot's header can be zeroed now if its old
+			 * segment is written back (wb_slot_free) and it is a
+			 * different slot.
+			 */
+			if (wb->nr_segments > 1) {
+				u64 next = seg->id + 1;
 
-		/* Sealed: nothing writes to buf any more; readers may copy. */
-		buf = seg->buf;
-		start = wb_slot_start_sector(seg->slot);
-		hdr = buf;
-		hdr->id = cpu_to_le64(seg->id);
-		hdr->length = seg->length;
-		hdr->checksum = cpu_to_le32(wb_checksum(buf, seg->length));
+				if (next <= wb->nr_segments ||
+				    next - wb->nr_segments <= wb->last_writeback_id)
+					zero_next = wb_seg_of_id(wb, next);
+				if (zero_next && zero_next->header_zeroed)
+					zero_next = NULL;
+			}
+		} else {
+			flush_only = wb->commit_id > wb->last_durable_id;
+		}
+		spin_unlock(&wb->lock);
 
-		/*
-		 * First invalidate the slot's old header (its segment of the
-		 * previous lap is written back already). Were the old header
-		 * left in place, a torn write below could put new data behind
-		 * it; the slot is the oldest of the ring, so its bad checksum
-		 * would end the log at its very start on replay.
-		 */
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE, start,
-				 wb->zero_block, WB_BLOCK_SIZE);
-		/*
-		 * Then header, metablocks and data in one write. PREFLUSH
-		 * makes every earlier segment (and the invalidation) durable
-		 * first, so after a power cut only the newest segment can be
-		 * torn; FUA makes this one durable when it completes, which is
-		 * what a waiting REQ_PREFLUSH/REQ_FUA bio needs.
-		 */
-		if (!err)
-			err = wb_sync_io(wb, WB_DEV_CACHE,
-					 REQ_OP_WRITE | REQ_PREFLUSH | REQ_FUA,
-					 start, buf, wb_seg_bytes(seg->length));
-
-		mutex_lock(&wb->lock);
-		seg->buf = NULL;
-		wb->free_rambuf[wb->nr_free_rambuf++] = buf;
-		if (!err)
-			WRITE_ONCE(wb->last_flushed_id, seg->id);
-		mutex_unlock(&wb->lock);
-		wake_up_all(&wb->wait);
-		wake_up(&wb->wb_wait);
+		if (seg) {
+			wb_write_segment(wb, seg, fua, zero_next);
+		} else if (flush_only) {
+			/* Every segment up to upto is written: make it durable. */
+			if (!wb_flush_dev(wb, WB_DEV_CACHE)) {
+				spin_lock(&wb->lock);
+				wb->zero_unflushed = false;
+				WRITE_ONCE(wb->last_durable_id,
+					   max(wb->last_durable_id, upto));
+				spin_unlock(&wb->lock);
+			}
+		} else {
+			break;
+		}
+		wb_complete_commits(wb);
 	}
+	wb_complete_commits(wb);
 }
