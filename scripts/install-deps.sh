@@ -10,11 +10,12 @@ BUILD_PACKAGES=(
 	libcli11-dev libfmt-dev libcrypto++-dev libisal-dev libgtest-dev nlohmann-json3-dev
 	pybind11-dev python3-dev python3-pytest python3-matplotlib
 	zstd clang libclang-rt-14-dev clang-format-14 util-linux xxd
+	linux-source-6.1
 )
 # Kernel module build and the in-VM tests.
 VM_PACKAGES=(
 	linux-image-amd64 linux-headers-amd64 qemu-system-x86 qemu-utils
-	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms
+	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms dbench
 )
 
 want=("${BUILD_PACKAGES[@]}")

@@ -346,7 +346,7 @@ private:
 			scan_.max_id = std::max(scan_.max_id, info.id);
 	}
 
-	// FORMAT.md's replay walk, then the validator's look at the whole ring.
+	// docs/FORMAT.md's replay walk, then the validator's look at the whole ring.
 	void walk()
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
@@ -542,6 +542,14 @@ LogScan scan_log(Device& cache, const ScanOptions& options)
 	LogScan scan;
 	Scanner(cache, options, scan).run();
 	return scan;
+}
+
+std::vector<std::uint32_t> LogScan::log_positions() const
+{
+	std::vector<std::uint32_t> position(geometry.nr_segments, not_in_log);
+	for (std::size_t i = 0; i < log.size(); ++i)
+		position[log[i].slot] = std::uint32_t(i);
+	return position;
 }
 
 const SectorSource* LogScan::find_sector(std::uint64_t backing_sector) const

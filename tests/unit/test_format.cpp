@@ -9,6 +9,7 @@
 #include "wbkit/crc32c.hpp"
 #include "wbkit/device.hpp"
 #include "wbkit/endian.hpp"
+#include "wbkit/errors.hpp"
 #include "wbkit/format.hpp"
 
 using namespace wbkit;
@@ -43,6 +44,18 @@ TEST(Format, GeometryFollowsFormatMd)
 	EXPECT_EQ(g.slot_of_id(6), 2u);
 	EXPECT_EQ(Geometry::for_cache_bytes(2047 * 512ULL).nr_segments, 0u);
 	EXPECT_EQ(Geometry::for_cache_bytes((2048 + 1023) * 512ULL).nr_segments, 0u);
+}
+
+TEST(Format, CheckedSlotsRefuseWhatCannotBeOnTheCache)
+{
+	const Geometry g = Geometry::for_cache_bytes((2048 + 3 * 1024) * 512ULL);
+	EXPECT_EQ(g.checked_slot(2), 2u);
+	EXPECT_THROW(g.checked_slot(3), UsageError);
+	EXPECT_EQ(g.checked_slot_of_id(7), 0u);
+	EXPECT_THROW(g.checked_slot_of_id(0), UsageError);
+	const Geometry none = Geometry::for_cache_bytes(4096);
+	EXPECT_THROW(none.checked_slot(0), UsageError);
+	EXPECT_THROW(none.checked_slot_of_id(1), UsageError);
 }
 
 TEST(Format, SixtyFourBitOffsetsOnMultiTerabyteCaches)
