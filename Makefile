@@ -10,7 +10,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo check-format format test test-unit test-asan test-fuzz test-python test-vm test-crash bench kmod clean
+.PHONY: all deps deps-build configure demo check-format format check-kmod-style test test-unit test-asan test-fuzz test-python test-vm test-crash bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -39,6 +39,7 @@ format: deps-build
 # Everything: format, unit, CLI, Python, sanitizer, fuzz and VM tests.
 test: deps
 	$(MAKE) check-format
+	$(MAKE) check-kmod-style
 	$(MAKE) all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
@@ -72,6 +73,10 @@ bench: all
 
 kmod: deps
 	$(MAKE) -C kmod
+
+# The kernel's checkpatch.pl on kmod/ (extracted from linux-source-6.1 into $(BUILD)/checkpatch).
+check-kmod-style:
+	scripts/check-kmod-style.sh $(BUILD)/checkpatch
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -4,6 +4,9 @@
 //       a sparse cache whose every segment is full (127 metablocks, each a
 //       distinct dirty block) with zero data: only the header blocks are
 //       written, with checksums that account for the zero data blocks.
+//   replay_synth huge CACHE GIB MIB
+//       a sparse cache of GIB GiB (a file of holes) whose log holds MIB MiB
+//       of dirty blocks in its first slots: the header scan of a huge cache
 //   replay_synth scan CACHE BACKING         scan + plan as wbreplay --dry-run does; prints
 //       seconds and peak RSS, so the index's memory is measured without a tool's extras
 #include <cstdio>
@@ -115,6 +118,29 @@ int sparse(const std::string& cache_path, const std::string& backing_path, std::
 	return 0;
 }
 
+int huge(const std::string& cache_path, std::uint64_t gib, std::uint64_t mib)
+{
+	make_file(cache_path, gib << 30);
+	auto cache = open_device(cache_path, {.writable = true});
+	// Formatting would write every slot's header: only the magic, the rest are holes (empty slots).
+	AlignedBuffer sector(sector_size);
+	write_superblock_magic(sector.span());
+	cache->write_exact(0, sector.span());
+	LogWriter writer(*cache, {.format = false});
+	std::vector<std::byte> chunk(64 * 1024);
+	const std::uint64_t blocks = mib << 20 >> 12;
+	for (std::uint64_t b = 0; b < blocks; b += chunk.size() / block_size) {
+		for (std::size_t i = 0; i < chunk.size(); i += 8)
+			std::memcpy(chunk.data() + i, &b, 8);
+		// Spread over the backing address space, so the index is not one run.
+		writer.write(b * 977 % (1ULL << 30) * block_sectors, chunk);
+	}
+	writer.flush();
+	cache->flush_or_throw();
+	fmt::print("{} slots, {} segments written\n", writer.geometry().nr_segments, writer.last_flushed_id());
+	return 0;
+}
+
 int scan(const std::string& cache_path, const std::string& backing_path)
 {
 	const auto start = std::chrono::steady_clock::now();
@@ -145,9 +171,11 @@ int main(int argc, char** argv)
 			return dense(argv[2], argv[3], std::stoull(argv[4]));
 		if (mode == "sparse" && argc == 5)
 			return sparse(argv[2], argv[3], std::stoull(argv[4]));
+		if (mode == "huge" && argc == 5)
+			return huge(argv[2], std::stoull(argv[3]), std::stoull(argv[4]));
 		if (mode == "scan" && argc == 4)
 			return scan(argv[2], argv[3]);
-		std::fprintf(stderr, "usage: replay_synth dense|sparse CACHE BACKING N | scan CACHE BACKING\n");
+		std::fprintf(stderr, "usage: replay_synth dense|sparse CACHE BACKING N | huge CACHE GIB MIB | scan CACHE BACKING\n");
 		return 2;
 	} catch (const std::exception& e) {
 		std::fprintf(stderr, "replay_synth: error: %s\n", e.what());

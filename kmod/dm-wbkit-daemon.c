@@ -82,13 +82,13 @@ static void wb_writeback_batch(struct wb_device *wb)
 	u64 lw;
 	int err;
 
-	mutex_lock(&wb->lock);
+	spin_lock(&wb->lock);
 	lw = wb->last_writeback_id;
 	n = (unsigned int)min_t(u64, wb->last_flushed_id - lw,
 				READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
 	n = min_t(unsigned int, n, WB_MAX_BATCH);
 	if (!n) {
-		mutex_unlock(&wb->lock);
+		spin_unlock(&wb->lock);
 		return;
 	}
 	for (b = 0; b < n; b++) {
@@ -119,18 +119,31 @@ static void wb_writeback_batch(struct wb_device *wb)
 			};
 		}
 	}
-	mutex_unlock(&wb->lock);
+	spin_unlock(&wb->lock);
 
-	/* The segments cannot change: they are flushed and not written back. */
-	for (b = 0; b < n; b++) {
-		if (!lens[b])
-			continue;
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-				 wb_data_block_sector(segs[b]->slot, 0),
-				 wb->wb_buf[b], lens[b] * WB_BLOCK_SIZE);
-		if (err)
-			return;
+	/*
+	 * The segments cannot change: they are flushed and not written back.
+	 * Their reads go out together.
+	 */
+	do {
+		wb_aio_init(&aio);
+		for (b = 0; b < n; b++)
+			if (lens[b])
+				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
+					      wb_data_block_sector(segs[b]->slot, 0),
+					      wb->wb_buf[b], lens[b] * WB_BLOCK_SIZE);
+		err = wb_aio_wait(&aio);
+		if (err == -ENOMEM)
+			msleep(100);
+	} while (err == -ENOMEM);
+	if (err) {
+		wb_set_dead(wb, WB_DEV_CACHE, "read", aio.err_sector, err);
+		return;
 	}
+	for (b = 0; b < n; b++)
+		if (lens[b])
+			invalidate_kernel_vmap_range(wb->wb_buf[b],
+						     lens[b] * WB_BLOCK_SIZE);
 
 	sort(wb->wb_entries, nr, sizeof(*wb->wb_entries), wb_entry_cmp, NULL);
 	wb_aio_init(&aio);
@@ -173,13 +186,20 @@ static void wb_writeback_batch(struct wb_device *wb)
 	if (err)
 		return;
 
-	mutex_lock(&wb->lock);
+	spin_lock(&wb->lock);
 	for (b = 0; b < n; b++)
 		for (j = 0; j < lens[b]; j++)
 			if (!hlist_unhashed(&segs[b]->mb[j].ht_node))
 				wb_ht_del(wb, &segs[b]->mb[j]);
+	spin_unlock(&wb->lock);
+	/*
+	 * Unhashed, no new read can pin the slots; reads remapped to them
+	 * earlier finish before the slots may be reused.
+	 */
+	for (b = 0; b < n; b++)
+		wait_event(wb->copy_wait,
+			   !atomic_read(&segs[b]->nr_dev_readers));
 	WRITE_ONCE(wb->last_writeback_id, lw + n);
-	mutex_unlock(&wb->lock);
 	wake_up_all(&wb->wait);
 }
 
@@ -203,22 +223,12 @@ int wb_writeback_daemon(void *data)
 /* Superblock record and data sync */
 
 /*
- * The record is the 4 KiB block 2040..2047 with last_writeback_segment_id
- * at the start of its last sector (byte 0xFFE00); the rest of the block is
- * zero, as formatting left it. last_writeback_id only moves after the
- * backing device was flushed, so the record never runs ahead of it.
+ * last_writeback_id only moves after the backing device was flushed, so the
+ * record never runs ahead of it.
  */
 static void wb_update_sb_record(struct wb_device *wb, void *blk)
 {
-	struct wb_superblock_record_device *rec =
-		blk + WB_BLOCK_SIZE - WB_SECTOR_SIZE;
-
-	memset(blk, 0, WB_BLOCK_SIZE);
-	rec->last_writeback_segment_id =
-		cpu_to_le64(READ_ONCE(wb->last_writeback_id));
-	wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
-		   WB_SB_RECORD_SECTOR + 1 - WB_BLOCK_SECTORS, blk,
-		   WB_BLOCK_SIZE);
+	wb_write_sb_record(wb, blk, READ_ONCE(wb->last_writeback_id));
 }
 
 int wb_periodic_daemon(void *data)
@@ -231,11 +241,7 @@ int wb_periodic_daemon(void *data)
 		unsigned int sync, rec;
 
 		schedule_timeout_interruptible(HZ);
-		/*
-		 * A suspended target leaves the cache device alone: the
-		 * record could otherwise name segments whose writeback a
-		 * copy of the backing device taken now does not hold.
-		 */
+		/* postsuspend stops this thread; this covers the moment before. */
 		if (wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags))
 			continue;
 
@@ -244,10 +250,8 @@ int wb_periodic_daemon(void *data)
 			last_sync = jiffies;
 		} else if (time_after_eq(jiffies, last_sync + sync * HZ)) {
 			last_sync = jiffies;
-			/* The flusher writes it with PREFLUSH and FUA. */
-			mutex_lock(&wb->lock);
-			wb_seal(wb);
-			mutex_unlock(&wb->lock);
+			/* Written and made durable by the flusher. */
+			wb_commit(wb);
 		}
 
 		rec = READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]);

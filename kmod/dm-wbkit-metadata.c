@@ -13,6 +13,9 @@
 #include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
+#include <linux/bitops.h>
+#include <linux/string.h>
+#include <asm/unaligned.h>
 
 #include "dm-wbkit.h"
 
@@ -51,7 +54,7 @@ void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 	wb->cause.dev = dev;
 	wb->cause.op = op;
 	wb->cause.sector = sector;
-	smp_mb__before_atomic();
+	smp_mb__before_atomic();	/* the cause is visible before the flag */
 	set_bit(WB_F_DEAD, &wb->flags);
 
 	if (err != -EIO)
@@ -62,6 +65,10 @@ void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 
 	wake_up_all(&wb->wait);
 	wake_up_all(&wb->wb_wait);
+	wake_up_all(&wb->copy_wait);
+	/* The flusher fails the flush/FUA bios that wait for a commit. */
+	if (wb->flush_wq)
+		queue_work(wb->flush_wq, &wb->flush_work);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -79,8 +86,11 @@ static struct bio *wb_build_bio(struct wb_device *wb, enum wb_dev_kind dev,
 	unsigned int nr = DIV_ROUND_UP(offset_in_page(buf) + len, PAGE_SIZE);
 	struct bio *bio;
 
-	bio = bio_alloc(wb_bdev(wb, dev), len ? nr : 0, opf, GFP_NOIO);
+	/* The target's own pool: no competition with file systems above. */
+	bio = bio_alloc_bioset(wb_bdev(wb, dev), len ? nr : 0, opf, GFP_NOIO,
+			       &wb->bio_set);
 	bio->bi_iter.bi_sector = sector;
+	container_of(bio, struct wb_bio, bio)->sector = sector;
 	while (len) {
 		unsigned int off = offset_in_page(buf);
 		unsigned int chunk = min_t(unsigned int, len, PAGE_SIZE - off);
@@ -166,9 +176,10 @@ static void wb_aio_endio(struct bio *bio)
 {
 	struct wb_aio *aio = bio->bi_private;
 
+	/* bi_iter has advanced by now: the start sector was kept aside. */
 	if (bio->bi_status &&
 	    cmpxchg(&aio->err, 0, blk_status_to_errno(bio->bi_status)) == 0)
-		aio->err_sector = bio->bi_iter.bi_sector;
+		aio->err_sector = container_of(bio, struct wb_bio, bio)->sector;
 	bio_put(bio);
 	wb_aio_put(aio);
 }
@@ -285,6 +296,9 @@ static int wb_format(struct wb_device *wb, char **error)
 			 WB_BLOCK_SIZE);
 	if (err)
 		goto io_error;
+	/* The flush above made the zeroed headers durable. */
+	for (k = 0; k < wb->nr_segments; k++)
+		wb->segs[k].header_zeroed = true;
 	free_page((unsigned long)zero);
 	return 0;
 
@@ -394,28 +408,93 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 }
 
 /*
+ * Reads the id of every slot into segs[].id, many slots at a time: the
+ * per-slot round trip would dominate the construction of a large cache.
+ * Only the first logical block of each header is read.
+ */
+static int wb_scan_ids(struct wb_device *wb, u64 *max_id)
+{
+	unsigned int hdr_bytes = max_t(unsigned int, WB_SECTOR_SIZE,
+			bdev_logical_block_size(wb->cache_dev->bdev));
+	unsigned int per_buf = WB_BLOCKS_PER_SEGMENT * WB_BLOCK_SIZE / hdr_bytes;
+	u64 k, first, n;
+	struct wb_aio aio;
+	int err;
+
+	*max_id = 0;
+	for (first = 0; first < wb->nr_segments; first += n) {
+		n = min_t(u64, wb->nr_segments - first,
+			  (u64)per_buf * WB_MAX_BATCH);
+		wb_aio_init(&aio);
+		for (k = 0; k < n; k++)
+			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
+				      wb_slot_start_sector(first + k),
+				      wb->wb_buf[k / per_buf] +
+				      (k % per_buf) * hdr_bytes, hdr_bytes);
+		err = wb_aio_wait(&aio);
+		if (err) {
+			wb_set_dead(wb, WB_DEV_CACHE, "read", aio.err_sector,
+				    err);
+			return err;
+		}
+		for (k = 0; k < n; k++) {
+			void *p = wb->wb_buf[k / per_buf] +
+				  (k % per_buf) * hdr_bytes;
+			u64 id;
+
+			invalidate_kernel_vmap_range(p, hdr_bytes);
+			id = le64_to_cpu(((struct wb_segment_header_device *)p)->id);
+			wb->segs[first + k].id = id;
+			*max_id = max(*max_id, id);
+		}
+		cond_resched();
+	}
+	return 0;
+}
+
+/*
+ * Writes last_writeback_segment_id to the superblock record, with FUA. The
+ * record is the 4 KiB block 2040..2047 with the id at the start of its last
+ * sector (byte 0xFFE00); the rest of the block is zero, as formatting left
+ * it.
+ */
+void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id)
+{
+	struct wb_superblock_record_device *rec =
+		blk + WB_BLOCK_SIZE - WB_SECTOR_SIZE;
+
+	memset(blk, 0, WB_BLOCK_SIZE);
+	rec->last_writeback_segment_id = cpu_to_le64(id);
+	wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
+		   WB_SB_RECORD_SECTOR + 1 - WB_BLOCK_SECTORS, blk,
+		   WB_BLOCK_SIZE);
+}
+
+/*
  * Replay, FORMAT.md steps 1-4: find the largest id, walk the ring from the
  * oldest slot, stop at the first bad checksum, apply, then infer
  * last_writeback_id from last_flushed_id and the superblock record.
+ *
+ * When the walk stops before the end (damaged media, or the torn newest
+ * segment of a power cut), the disk is made to say what was replayed
+ * before the target goes live: the header of every slot from the stop
+ * point on is zeroed and a record ahead of the last replayed id is
+ * rewritten. Otherwise new segments, which reuse the ids after the stop
+ * point, would count as written back by that record on the next replay,
+ * and valid segments beyond the stop point with higher ids would be
+ * replayed after them.
  */
 static int wb_replay(struct wb_device *wb, char **error)
 {
 	struct wb_segment_header_device *hdr;
 	void *buf = wb->rambuf[0];
 	bool wrote_backing = false;
-	u64 max_id = 0, last_id = 0, record, lw, k, i, start;
+	u64 max_id = 0, last_id = 0, record, lw, k, i, start, nr_discarded = 0;
 	int err;
 
-	for (k = 0; k < wb->nr_segments; k++) {
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-				 wb_slot_start_sector(k), wb->bounce,
-				 WB_BLOCK_SIZE);
-		if (err)
-			goto io_error;
-		hdr = wb->bounce;
-		max_id = max_t(u64, max_id, le64_to_cpu(hdr->id));
-		cond_resched();
-	}
+	err = wb_scan_ids(wb, &max_id);
+	if (err)
+		goto io_error;
 
 	start = wb_oldest_slot(max_id, wb->nr_segments);
 	for (i = 0; max_id && i < wb->nr_segments; i++) {
@@ -424,14 +503,15 @@ static int wb_replay(struct wb_device *wb, char **error)
 		u8 length;
 
 		slot = (u32)wb_ring_slot(start, i, wb->nr_segments);
+		/* The scanned id stays until the slot is applied or discarded. */
+		if (!wb->segs[slot].id)
+			continue;
 		hdr = buf;
 		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
 				 wb_slot_start_sector(slot), buf, WB_BLOCK_SIZE);
 		if (err)
 			goto io_error;
 		id = le64_to_cpu(hdr->id);
-		if (!id)
-			continue;
 		length = hdr->length;
 		if (length > WB_BLOCKS_PER_SEGMENT) {
 			DMWARN("segment %llu in slot %u has length %u: the log ends at segment %llu",
@@ -461,28 +541,25 @@ static int wb_replay(struct wb_device *wb, char **error)
 	}
 
 	/*
-	 * Segments after the stop point are not part of the log. After a
+	 * Segments from the stop point on are not part of the log. After a
 	 * power cut that is only ever the torn newest one; more means damaged
-	 * media. They are left in place for offline salvage.
+	 * media. Their headers are zeroed (see above).
 	 */
-	if (max_id && i < wb->nr_segments) {
-		u64 nr_after = 0;
-
-		for (i++; i < wb->nr_segments; i++) {
-			k = wb_ring_slot(start, i, wb->nr_segments);
-			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-					 wb_slot_start_sector(k), wb->bounce,
-					 WB_BLOCK_SIZE);
-			if (err)
-				goto io_error;
-			hdr = wb->bounce;
-			if (hdr->id)
-				nr_after++;
-		}
-		if (nr_after)
-			DMWARN("%llu more segments after the stop point are discarded (damaged media?): salvage them offline (wbrecover) before writing to this device",
-			       (unsigned long long)nr_after);
+	for (; max_id && i < wb->nr_segments; i++) {
+		k = wb_ring_slot(start, i, wb->nr_segments);
+		if (!wb->segs[k].id)
+			continue;
+		wb->segs[k].id = 0;
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
+				 wb_slot_start_sector(k), wb->zero_block,
+				 WB_BLOCK_SIZE);
+		if (err)
+			goto io_error;
+		nr_discarded++;
 	}
+	if (nr_discarded > 1)
+		DMWARN("%llu segments from the stop point on were discarded and their headers zeroed (damaged media?)",
+		       (unsigned long long)nr_discarded);
 
 	/* The record: sector 2047, read as the 4 KiB block 2040..2047. */
 	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
@@ -495,6 +572,17 @@ static int wb_replay(struct wb_device *wb, char **error)
 			     ->last_writeback_segment_id);
 
 	lw = wb_last_writeback_id(last_id, record, wb->nr_segments);
+
+	if (record > last_id) {
+		DMWARN("the superblock record names segment %llu, beyond the last replayed segment %llu: rewritten to %llu",
+		       (unsigned long long)record, (unsigned long long)last_id,
+		       (unsigned long long)lw);
+		wb_write_sb_record(wb, wb->bounce, lw);
+		if (wb_dead(wb)) {
+			err = -EIO;
+			goto io_error;
+		}
+	}
 
 	/* Segments up to lw are on the backing device: nothing in them is dirty. */
 	for (k = 0; k < wb->nr_segments; k++) {
@@ -531,18 +619,110 @@ io_error:
 	return err;
 }
 
-int wb_format_or_replay(struct wb_device *wb, char **error)
+/* ---------------------------------------------------------------------- */
+/* What the cache device holds before it is used */
+
+/*
+ * Names the signature of a well-known format in the first 4 KiB of a device
+ * (blk), its second 4 KiB (blk2) and the 4 KiB at 64 KiB (blk64), or NULL.
+ * Some of them leave sector 0 zero (ext2/3/4 starts at byte 1024, MD 1.2 at
+ * 4096, btrfs at 65536): a zeroed sector 0 alone is no proof of a blank
+ * device.
+ */
+static const char *wb_known_signature(const u8 *blk, const u8 *blk2,
+				      const u8 *blk64)
 {
-	struct wb_superblock_header_device *sb = wb->bounce;
+	static const u8 luks[6] = { 'L', 'U', 'K', 'S', 0xba, 0xbe };
+	unsigned int s;
+
+	if (get_unaligned_le16(blk + 1080) == 0xef53)
+		return "an ext2/3/4 file system";
+	if (!memcmp(blk, "XFSB", 4))
+		return "an XFS file system";
+	if (!memcmp(blk64 + 64, "_BHRfS_M", 8))
+		return "a btrfs file system";
+	if (!memcmp(blk, luks, sizeof(luks)))
+		return "a LUKS header";
+	if (get_unaligned_le32(blk) == 0xa92b4efc ||
+	    get_unaligned_le32(blk2) == 0xa92b4efc)
+		return "an MD RAID superblock";
+	for (s = 0; s < 4; s++)
+		if (!memcmp(blk + s * WB_SECTOR_SIZE, "LABELONE", 8))
+			return "an LVM2 physical volume label";
+	if (!memcmp(blk + 4086, "SWAPSPACE2", 10))
+		return "a swap area";
+	if (!memcmp(blk + 512, "EFI PART", 8))
+		return "a GPT partition table";
+	if (blk[510] == 0x55 && blk[511] == 0xaa)
+		return "a DOS partition table or boot sector";
+	return NULL;
+}
+
+/*
+ * Decides from the start of the cache device whether it may be used: the
+ * writeboost magic (a cache, replayed), or an all-zero sector 0 and no
+ * known signature (a request for a fresh cache, formatted; *blank is set).
+ * Anything else is refused with -EINVAL and a log line naming the device
+ * and what it holds: a mistyped device path must never be formatted.
+ * Reads only.
+ */
+int wb_check_cache_signature(struct wb_device *wb, bool *blank)
+{
+	struct block_device *bdev = wb->cache_dev->bdev;
+	u8 *blk64 = wb->wb_buf[0];	/* idle: no writeback before the start */
+	const char *what;
+	u32 magic;
 	int err;
 
 	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, 0, wb->bounce,
 			 WB_BLOCK_SIZE);
+	if (!err)
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, WB_BLOCK_SECTORS,
+				 wb->bounce2, WB_BLOCK_SIZE);
+	if (!err)
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, 128, blk64,
+				 WB_BLOCK_SIZE);
+	if (err)
+		return err;
+
+	magic = get_unaligned_le32(wb->bounce);
+	*blank = false;
+	if (magic == WB_MAGIC)
+		return 0;
+	what = wb_known_signature(wb->bounce, wb->bounce2, blk64);
+	if (!what && !memchr_inv(wb->bounce, 0, WB_SECTOR_SIZE)) {
+		*blank = true;
+		return 0;
+	}
+	if (!what && hweight32(magic ^ WB_MAGIC) <= 2)
+		what = "a damaged writeboost superblock";
+	DMERR("cache device %s (%pg) holds %s (bytes 0-7: %8phN), not a writeboost superblock: refusing to use it; zero its first 1 MiB to have it formatted as a new cache",
+	      wb->cache_dev->name, bdev, what ? what : "unknown data in sector 0",
+	      wb->bounce);
+	return -EINVAL;
+}
+
+/*
+ * Called by the first preresume, never by the constructor: both write. A
+ * cache device whose sector 0 is all zeros is formatted, one with the magic
+ * is replayed; anything else is refused (sector 0 is checked again: the
+ * device may have changed since the constructor looked).
+ */
+int wb_format_or_replay(struct wb_device *wb, char **error)
+{
+	bool blank;
+	int err;
+
+	err = wb_check_cache_signature(wb, &blank);
+	if (err == -EINVAL) {
+		*error = "The cache device is neither a writeboost cache nor blank";
+		return err;
+	}
 	if (err) {
 		*error = "Cannot read the superblock of the cache device";
 		return err;
 	}
-	if (le32_to_cpu(sb->magic) != WB_MAGIC) {
+	if (blank) {
 		err = wb_format(wb, error);
 		if (err)
 			return err;
@@ -555,11 +735,26 @@ int wb_format_or_replay(struct wb_device *wb, char **error)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Sealing and flushing segments */
+/* Sealing and flushing segments: group commit */
+
+void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg)
+{
+	if (atomic_dec_and_test(&seg->nr_dev_readers) &&
+	    wq_has_sleeper(&wb->copy_wait))
+		wake_up_all(&wb->copy_wait);
+}
+
+void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg)
+{
+	if (atomic_dec_and_test(&seg->nr_buf_readers) &&
+	    wq_has_sleeper(&wb->copy_wait))
+		wake_up_all(&wb->copy_wait);
+}
 
 /*
  * Hands the open segment to the flusher. Called with wb->lock held; an
- * empty open segment stays open.
+ * empty open segment stays open. Writes may still be copying into it
+ * (seg->nr_writers): the flusher waits for them.
  */
 void wb_seal(struct wb_device *wb)
 {
@@ -575,65 +770,216 @@ void wb_seal(struct wb_device *wb)
 	queue_work(wb->flush_wq, &wb->flush_work);
 }
 
+/* Everything written so far becomes durable on the cache device soon. */
+void wb_commit(struct wb_device *wb)
+{
+	spin_lock(&wb->lock);
+	wb_seal(wb);
+	wb->commit_id = max(wb->commit_id, wb->last_sealed_id);
+	spin_unlock(&wb->lock);
+	queue_work(wb->flush_wq, &wb->flush_work);
+}
+
+/* Completes the flush/FUA bios whose segment is durable (all, when dead). */
+static void wb_complete_commits(struct wb_device *wb)
+{
+	struct bio_list done = BIO_EMPTY_LIST, keep = BIO_EMPTY_LIST;
+	bool dead = wb_dead(wb);
+	struct bio *bio;
+
+	spin_lock(&wb->lock);
+	while ((bio = bio_list_pop(&wb->commit_waiters))) {
+		struct wb_per_bio *pb =
+			dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+
+		if (dead || pb->commit_id <= wb->last_durable_id)
+			bio_list_add(&done, bio);
+		else
+			bio_list_add(&keep, bio);
+	}
+	wb->commit_waiters = keep;
+	spin_unlock(&wb->lock);
+	while ((bio = bio_list_pop(&done))) {
+		bio->bi_status = dead ? BLK_STS_IOERR : BLK_STS_OK;
+		bio_endio(bio);
+	}
+}
+
+static bool wb_copies_done(struct wb_device *wb, struct wb_segment *seg)
+{
+	bool done;
+
+	spin_lock(&wb->lock);
+	done = !seg->nr_writers;
+	spin_unlock(&wb->lock);
+	return done;
+}
+
 /*
- * Writes sealed segments to the cache device, one at a time, in id order
- * (the workqueue is ordered and the queue is in id order).
+ * Writes one sealed segment to its slot. Durability (which write makes which
+ * earlier write durable):
+ * - The slot's old header must be invalid (zero) on media before any part of
+ *   this segment is: were it left in place, a torn write could put new data
+ *   behind it, and as the oldest slot of the ring its bad checksum would end
+ *   the log at its very start on replay. A slot zeroed at format time (made
+ *   durable by format's flush) needs nothing; otherwise a zero write Z goes
+ *   first, completes, and this segment's PREFLUSH makes Z durable before the
+ *   segment is written. Z for the next slot is written ahead, together with
+ *   this segment, when that slot is free already: the next segment's PREFLUSH
+ *   then covers it (zero_unflushed forces that PREFLUSH).
+ * - PREFLUSH also makes every earlier segment durable before this one, so
+ *   after a power cut only the newest segment can be torn. It is left out
+ *   when every earlier segment is durable already (last_durable_id >= id - 1)
+ *   and no zeroed header awaits a flush.
+ * - FUA makes this segment durable when the write completes. It is only
+ *   needed when a flush/FUA bio (or the periodic sync) waits for this segment
+ *   and no later segment is queued: otherwise the next segment's PREFLUSH
+ *   makes this one durable, and the waiters complete after that write.
+ */
+static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
+			     bool fua, struct wb_segment *zero_next)
+{
+	struct wb_segment_header_device *hdr;
+	sector_t start = wb_slot_start_sector(seg->slot);
+	bool preflush;
+	struct wb_aio aio;
+	blk_opf_t opf;
+	void *buf;
+	int err = 0;
+
+	wait_event(wb->copy_wait, wb_copies_done(wb, seg));
+
+	/* Sealed and every copy done: nothing writes to buf any more. */
+	buf = seg->buf;
+	hdr = buf;
+	hdr->id = cpu_to_le64(seg->id);
+	hdr->length = seg->length;
+	hdr->checksum = cpu_to_le32(wb_checksum(buf, seg->length));
+
+	if (!seg->header_zeroed) {
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE, start,
+				 wb->zero_block, WB_BLOCK_SIZE);
+		wb->zero_unflushed = true;
+	}
+	preflush = wb->zero_unflushed ||
+		   READ_ONCE(wb->last_durable_id) + 1 < seg->id;
+	opf = REQ_OP_WRITE | (preflush ? REQ_PREFLUSH : 0) | (fua ? REQ_FUA : 0);
+	while (!err) {
+		wb_aio_init(&aio);
+		wb_aio_submit(wb, &aio, WB_DEV_CACHE, opf, start, buf,
+			      wb_seg_bytes(seg->length));
+		if (zero_next)
+			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE,
+				      wb_slot_start_sector(zero_next->slot),
+				      wb->zero_block, WB_BLOCK_SIZE);
+		err = wb_aio_wait(&aio);
+		if (err != -ENOMEM)
+			break;
+		err = 0;
+		msleep(100);
+	}
+	if (err)
+		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
+
+	spin_lock(&wb->lock);
+	seg->buf = NULL;	/* new readers go to the cache device */
+	if (!err) {
+		seg->header_zeroed = false;
+		if (preflush)
+			wb->zero_unflushed = false;
+		if (zero_next) {
+			zero_next->header_zeroed = true;
+			wb->zero_unflushed = true;
+		}
+		if (fua)
+			WRITE_ONCE(wb->last_durable_id, seg->id);
+		else if (preflush)
+			WRITE_ONCE(wb->last_durable_id, seg->id - 1);
+		WRITE_ONCE(wb->last_flushed_id, seg->id);
+	}
+	spin_unlock(&wb->lock);
+
+	/* Reads still copying out of the buffer finish before it is reused. */
+	wait_event(wb->copy_wait, !atomic_read(&seg->nr_buf_readers));
+	spin_lock(&wb->lock);
+	wb->free_rambuf[wb->nr_free_rambuf++] = buf;
+	spin_unlock(&wb->lock);
+	wake_up_all(&wb->wait);
+	wake_up(&wb->wb_wait);
+}
+
+/*
+ * Writes sealed segments to the cache device one at a time in id order (the
+ * workqueue is ordered, the queue is in id order) and completes the flush/FUA
+ * bios. Group commit: while a segment is being written, new flush/FUA bios
+ * gather in the open segment; the next round seals it and one segment write
+ * completes all of them. A commit with nothing new to write costs one cache
+ * flush, or nothing when its segment is durable already.
  */
 void wb_flush_work(struct work_struct *work)
 {
 	struct wb_device *wb = container_of(work, struct wb_device, flush_work);
-	struct wb_segment_header_device *hdr;
-	struct wb_segment *seg;
-	sector_t start;
-	void *buf;
-	int err;
+	struct wb_segment *seg, *zero_next;
+	bool fua, flush_only;
+	u64 upto;
 
 	for (;;) {
-		mutex_lock(&wb->lock);
+		spin_lock(&wb->lock);
+		if (wb_dead(wb)) {
+			spin_unlock(&wb->lock);
+			wb_complete_commits(wb);
+			return;
+		}
 		seg = list_first_entry_or_null(&wb->flush_queue,
 					       struct wb_segment, flush_node);
-		if (seg)
+		if (!seg && wb->commit_id > wb->last_sealed_id) {
+			wb_seal(wb);
+			seg = list_first_entry_or_null(&wb->flush_queue,
+						       struct wb_segment,
+						       flush_node);
+		}
+		fua = false;
+		flush_only = false;
+		zero_next = NULL;
+		upto = wb->last_flushed_id;
+		if (seg) {
 			list_del_init(&seg->flush_node);
-		mutex_unlock(&wb->lock);
-		if (!seg)
-			return;
+			fua = wb->commit_id >= seg->id &&
+			      list_empty(&wb->flush_queue);
+			/*
+			 * The next slot's header can be zeroed now if its old
+			 * segment is written back (wb_slot_free) and it is a
+			 * different slot.
+			 */
+			if (wb->nr_segments > 1) {
+				u64 next = seg->id + 1;
 
-		/* Sealed: nothing writes to buf any more; readers may copy. */
-		buf = seg->buf;
-		start = wb_slot_start_sector(seg->slot);
-		hdr = buf;
-		hdr->id = cpu_to_le64(seg->id);
-		hdr->length = seg->length;
-		hdr->checksum = cpu_to_le32(wb_checksum(buf, seg->length));
+				if (next <= wb->nr_segments ||
+				    next - wb->nr_segments <= wb->last_writeback_id)
+					zero_next = wb_seg_of_id(wb, next);
+				if (zero_next && zero_next->header_zeroed)
+					zero_next = NULL;
+			}
+		} else {
+			flush_only = wb->commit_id > wb->last_durable_id;
+		}
+		spin_unlock(&wb->lock);
 
-		/*
-		 * First invalidate the slot's old header (its segment of the
-		 * previous lap is written back already). Were the old header
-		 * left in place, a torn write below could put new data behind
-		 * it; the slot is the oldest of the ring, so its bad checksum
-		 * would end the log at its very start on replay.
-		 */
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE, start,
-				 wb->zero_block, WB_BLOCK_SIZE);
-		/*
-		 * Then header, metablocks and data in one write. PREFLUSH
-		 * makes every earlier segment (and the invalidation) durable
-		 * first, so after a power cut only the newest segment can be
-		 * torn; FUA makes this one durable when it completes, which is
-		 * what a waiting REQ_PREFLUSH/REQ_FUA bio needs.
-		 */
-		if (!err)
-			err = wb_sync_io(wb, WB_DEV_CACHE,
-					 REQ_OP_WRITE | REQ_PREFLUSH | REQ_FUA,
-					 start, buf, wb_seg_bytes(seg->length));
-
-		mutex_lock(&wb->lock);
-		seg->buf = NULL;
-		wb->free_rambuf[wb->nr_free_rambuf++] = buf;
-		if (!err)
-			WRITE_ONCE(wb->last_flushed_id, seg->id);
-		mutex_unlock(&wb->lock);
-		wake_up_all(&wb->wait);
-		wake_up(&wb->wb_wait);
+		if (seg) {
+			wb_write_segment(wb, seg, fua, zero_next);
+		} else if (flush_only) {
+			/* Every segment up to upto is written: make it durable. */
+			if (!wb_flush_dev(wb, WB_DEV_CACHE)) {
+				spin_lock(&wb->lock);
+				wb->zero_unflushed = false;
+				WRITE_ONCE(wb->last_durable_id,
+					   max(wb->last_durable_id, upto));
+				spin_unlock(&wb->lock);
+			}
+		} else {
+			break;
+		}
+		wb_complete_commits(wb);
 	}
+	wb_complete_commits(wb);
 }

@@ -56,20 +56,6 @@ static void wb_stat_inc(struct wb_device *wb, bool write, bool hit,
 			       fullsize]);
 }
 
-/* Data of a block's cached copy: from its RAM buffer or the cache device. */
-static int wb_read_mb(struct wb_device *wb, struct wb_metablock *mb, void *dst)
-{
-	struct wb_segment *seg = wb_mb_seg(wb, mb);
-
-	if (seg->buf) {
-		memcpy(dst, seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb)),
-		       WB_BLOCK_SIZE);
-		return 0;
-	}
-	return wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-			  wb_mb_cache_sector(wb, mb), dst, WB_BLOCK_SIZE);
-}
-
 static bool wb_slot_free(struct wb_device *wb, u64 id)
 {
 	return wb_previous_lap_id(id, wb->nr_segments) <=
@@ -79,7 +65,9 @@ static bool wb_slot_free(struct wb_device *wb, u64 id)
 /*
  * Makes sure there is an open segment with room. Called with wb->lock
  * held; drops it while waiting for a RAM buffer or for the writeback of the
- * segment that still occupies the next slot of the ring.
+ * segment that still occupies the next slot of the ring. Waiting here is
+ * safe in .map: the flusher and the writeback daemon never wait for a bio
+ * that the caller has not submitted yet.
  */
 static int wb_get_cur(struct wb_device *wb)
 {
@@ -93,16 +81,16 @@ static int wb_get_cur(struct wb_device *wb)
 			return -EIO;
 		if (!wb_slot_free(wb, id)) {
 			wake_up(&wb->wb_wait);
-			mutex_unlock(&wb->lock);
+			spin_unlock(&wb->lock);
 			wait_event(wb->wait, wb_slot_free(wb, id) || wb_dead(wb));
-			mutex_lock(&wb->lock);
+			spin_lock(&wb->lock);
 			continue;
 		}
 		if (!wb->nr_free_rambuf) {
-			mutex_unlock(&wb->lock);
+			spin_unlock(&wb->lock);
 			wait_event(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
 				   wb_dead(wb));
-			mutex_lock(&wb->lock);
+			spin_lock(&wb->lock);
 			continue;
 		}
 
@@ -132,46 +120,98 @@ static u64 wb_seal_for_flush(struct wb_device *wb)
 {
 	u64 id;
 
-	mutex_lock(&wb->lock);
+	spin_lock(&wb->lock);
 	wb_seal(wb);
 	id = wb->last_sealed_id;
-	mutex_unlock(&wb->lock);
+	spin_unlock(&wb->lock);
 	return id;
+}
+
+/* Waits (lock dropped) until no write is copying into mb's block. */
+static void wb_wait_copied(struct wb_device *wb, struct wb_metablock *mb)
+{
+	spin_unlock(&wb->lock);
+	wait_event(wb->copy_wait, !READ_ONCE(mb->nr_copying));
+	spin_lock(&wb->lock);
+}
+
+/*
+ * Adds a flush/FUA bio to the commit waiters unless segment id is durable
+ * already. Called with wb->lock held; the caller kicks the flusher.
+ */
+static bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id)
+{
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+
+	if (id <= wb->last_durable_id)
+		return false;
+	pb->commit_id = id;
+	bio_list_add(&wb->commit_waiters, bio);
+	wb->commit_id = max(wb->commit_id, id);
+	return true;
 }
 
 /* ---------------------------------------------------------------------- */
 /* Bio path */
 
+/* An empty flush: everything completed so far, durable on the cache device. */
+static void wb_flush_bio(struct wb_device *wb, struct bio *bio)
+{
+	bool waiting = false;
+	int err = 0;
+	u64 id;
+
+	spin_lock(&wb->lock);
+	if (wb_dead(wb)) {
+		err = -EIO;
+	} else {
+		id = wb->cur && wb->cur->length ? wb->cur->id :
+						  wb->last_sealed_id;
+		waiting = wb_add_commit_waiter(wb, bio, id);
+	}
+	spin_unlock(&wb->lock);
+	if (waiting) {
+		queue_work(wb->flush_wq, &wb->flush_work);
+		return;
+	}
+	bio->bi_status = errno_to_blk_status(err);
+	bio_endio(bio);
+}
+
 /*
  * A write of up to one 4 KiB block (the target splits at 8 sectors). It
- * lands in the open RAM buffer segment; a partial write merges the older
- * dirty sectors of the block, so the newest copy always holds every dirty
- * sector of its block. REQ_PREFLUSH and REQ_FUA complete only after the
- * segment holding this write is on the cache device (written with
- * PREFLUSH|FUA, in id order, so every earlier segment is durable too).
+ * takes its block of the open RAM buffer segment under the lock and copies
+ * its data outside it. A partial write merges the older dirty sectors of
+ * the block, so the newest copy always holds every dirty sector of its
+ * block; when that older copy is only on the cache device, the write goes
+ * to the worker (in_worker false: returns 1), which reads it. REQ_PREFLUSH
+ * and REQ_FUA bios complete once their segment is durable (group commit,
+ * wb_flush_work); every other write completes here.
  */
-static int wb_write(struct wb_device *wb, struct bio *bio, sector_t sector)
+static int wb_write(struct wb_device *wb, struct bio *bio, sector_t sector,
+		    bool in_worker)
 {
 	sector_t block = sector & ~(sector_t)(WB_BLOCK_SECTORS - 1);
 	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
 	unsigned int n = bio_sectors(bio);
 	u8 bits = wb_bio_bits(off, n);
+	bool commit = bio->bi_opf & (REQ_PREFLUSH | REQ_FUA);
+	struct wb_metablock *merged = NULL, *old, *mb;
 	struct wb_metablock_device *md;
-	struct wb_metablock *old, *mb;
-	struct wb_segment *seg;
-	bool on_buffer;
-	u64 flush_id = 0;
+	struct wb_segment *seg, *oseg;
+	bool on_buffer, waiting = false;
+	u64 merged_id = 0;
 	void *dst;
 	int err;
 
-	mutex_lock(&wb->lock);
+	spin_lock(&wb->lock);
+retry:
 	err = wb_get_cur(wb);
 	if (err)
-		goto out;
+		goto unlock;
 	seg = wb->cur;
 	old = wb_ht_lookup(wb, block);
 	on_buffer = old && wb_mb_seg(wb, old) == seg;
-	wb_stat_inc(wb, true, old != NULL, on_buffer, n == WB_BLOCK_SECTORS);
 
 	if (on_buffer) {
 		/* Overwrite in place in the open segment. */
@@ -179,133 +219,237 @@ static int wb_write(struct wb_device *wb, struct bio *bio, sector_t sector)
 		dst = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
 		mb->dirty_bits |= bits;
 	} else {
+		u8 keep = old ? old->dirty_bits & ~bits : 0;
+		const void *src = NULL;
 		u8 idx = seg->length;
-		u8 new_bits = bits;
 
+		if (keep) {
+			if (old->nr_copying) {
+				wb_wait_copied(wb, old);
+				goto retry;
+			}
+			oseg = wb_mb_seg(wb, old);
+			if (oseg->buf) {
+				src = oseg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, old));
+			} else if (merged == old && merged_id == oseg->id) {
+				/* Read below; the slot was pinned meanwhile. */
+				src = wb->bounce2;
+			} else if (!in_worker) {
+				spin_unlock(&wb->lock);
+				return 1;
+			}
+			if (!src) {
+				sector_t cs = wb_mb_cache_sector(wb, old);
+
+				atomic_inc(&oseg->nr_dev_readers);
+				merged = old;
+				merged_id = oseg->id;
+				spin_unlock(&wb->lock);
+				err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, cs,
+						 wb->bounce2, WB_BLOCK_SIZE);
+				wb_unpin_dev(wb, oseg);
+				if (err)
+					goto done;
+				/* Newer writes may have come meanwhile: look again. */
+				spin_lock(&wb->lock);
+				goto retry;
+			}
+		}
 		mb = &seg->mb[idx];
 		dst = seg->buf + WB_BLOCK_SIZE * (1 + idx);
-		if (old) {
-			u8 keep = old->dirty_bits & ~bits;
-
-			if (keep) {
-				err = wb_read_mb(wb, old, dst);
-				if (err)
-					goto out;
-				new_bits |= keep;
-			}
-			wb_ht_del(wb, old);
-		}
-		/* Clean sectors of the block are never read; keep them zero. */
-		if (new_bits != WB_ALL_DIRTY && new_bits == bits)
+		/*
+		 * Short (4 KiB) and only for partial writes: under the lock,
+		 * so that src stays put and a write into this block that
+		 * starts after the unlock cannot be overwritten by it.
+		 */
+		if (keep)
+			memcpy(dst, src, WB_BLOCK_SIZE);
+		else if (bits != WB_ALL_DIRTY)
+			/* Clean sectors are never read; keep them zero. */
 			memset(dst, 0, WB_BLOCK_SIZE);
+		if (old)
+			wb_ht_del(wb, old);
 		mb->sector = block;
-		mb->dirty_bits = new_bits;
+		mb->dirty_bits = bits | keep;
 		mb->obsolete = false;
 		wb_ht_add(wb, mb);
 		seg->length++;
 	}
-	wb_copy_from_bio(dst + (off << WB_SECTOR_SHIFT), bio);
+	wb_stat_inc(wb, true, !!old, on_buffer, n == WB_BLOCK_SECTORS);
 
 	md = seg->buf + WB_METABLOCK_OFFSET(wb_mb_idx(wb, mb));
 	md->sector = cpu_to_le64(mb->sector);
 	md->dirty_bits = mb->dirty_bits;
-
-	if (bio->bi_opf & (REQ_PREFLUSH | REQ_FUA))
-		flush_id = seg->id;
-	if (flush_id || seg->length == WB_BLOCKS_PER_SEGMENT)
+	mb->nr_copying++;
+	seg->nr_writers++;
+	if (seg->length == WB_BLOCKS_PER_SEGMENT)
 		wb_seal(wb);
-out:
-	mutex_unlock(&wb->lock);
-	if (!err && flush_id)
-		err = wb_wait_flushed(wb, flush_id);
+	spin_unlock(&wb->lock);
+
+	wb_copy_from_bio(dst + (off << WB_SECTOR_SHIFT), bio);
+
+	spin_lock(&wb->lock);
+	mb->nr_copying--;
+	seg->nr_writers--;
+	/* Only now: the flusher may complete the bio as soon as it is listed. */
+	if (commit && !wb_dead(wb))
+		waiting = wb_add_commit_waiter(wb, bio, seg->id);
+	err = commit && wb_dead(wb) ? -EIO : 0;
+	spin_unlock(&wb->lock);
+	if (wq_has_sleeper(&wb->copy_wait))
+		wake_up_all(&wb->copy_wait);
+	if (waiting) {
+		queue_work(wb->flush_wq, &wb->flush_work);
+		return 0;
+	}
+	goto done;
+unlock:
+	spin_unlock(&wb->lock);
+done:
+	bio->bi_status = errno_to_blk_status(err);
+	bio_endio(bio);
+	return 0;
+}
+
+static void wb_remap_backing(struct wb_device *wb, struct bio *bio,
+			     sector_t sector)
+{
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+
+	pb->remap = WB_REMAP_BACKING;
+	pb->sector = sector;
+	bio_set_dev(bio, wb->backing_dev->bdev);
+	bio->bi_iter.bi_sector = sector;
+}
+
+/*
+ * A read hit of a block partly on the cache (or in a RAM buffer) and partly
+ * on the backing device: synchronous reads of both, merged. Worker only.
+ * Called with wb->lock held and mb's copies done; returns unlocked.
+ */
+static int wb_read_merge(struct wb_device *wb, struct bio *bio,
+			 sector_t sector, struct wb_metablock *mb, u8 dirty)
+{
+	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
+	unsigned int n = bio_sectors(bio), j;
+	struct wb_segment *seg = wb_mb_seg(wb, mb);
+	sector_t cs = wb_mb_cache_sector(wb, mb);
+	const void *src = NULL;
+	void *buf = wb->bounce;
+	bool from_buf = seg->buf;
+	int err;
+
+	if (from_buf) {
+		atomic_inc(&seg->nr_buf_readers);
+		src = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
+	} else {
+		atomic_inc(&seg->nr_dev_readers);
+	}
+	spin_unlock(&wb->lock);
+
+	err = wb_sync_io(wb, WB_DEV_BACKING, REQ_OP_READ, sector,
+			 buf + (off << WB_SECTOR_SHIFT), n << WB_SECTOR_SHIFT);
+	if (!err && !src) {
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, cs, wb->bounce2,
+				 WB_BLOCK_SIZE);
+		src = wb->bounce2;
+	}
+	if (!err)
+		for (j = 0; j < WB_BLOCK_SECTORS; j++)
+			if (dirty & (1U << j))
+				memcpy(buf + (j << WB_SECTOR_SHIFT),
+				       src + (j << WB_SECTOR_SHIFT),
+				       WB_SECTOR_SIZE);
+	if (from_buf)
+		wb_unpin_buf(wb, seg);
+	else
+		wb_unpin_dev(wb, seg);
+	if (!err)
+		wb_copy_to_bio(bio, buf + (off << WB_SECTOR_SHIFT));
 	return err;
 }
 
 /*
- * A read of up to one block: the newest copy from the RAM buffer or the
- * cache device, merged with the backing device for the sectors that copy
- * does not hold; a miss is remapped to the backing device. Returns 1 when
- * the bio was remapped and submitted.
+ * A read of up to one block. A miss is remapped to the backing device; a
+ * hit whose sectors are all in the newest copy is copied from the RAM buffer
+ * (without the lock: the buffer is pinned) or remapped to the copy on the
+ * cache device (the slot is pinned until the bio ends, so it cannot be
+ * reused meanwhile). A hit that also needs sectors of the backing device
+ * goes to the worker (in_worker false) or is merged there.
+ * Returns DM_MAPIO_REMAPPED (the caller submits) or DM_MAPIO_SUBMITTED.
  */
-static int wb_read(struct wb_device *wb, struct bio *bio, sector_t sector)
+static int wb_read(struct wb_device *wb, struct bio *bio, sector_t sector,
+		   bool in_worker)
 {
-	sector_t block = sector & ~(sector_t)(WB_BLOCK_SECTORS - 1);
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
 	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
 	unsigned int n = bio_sectors(bio);
 	u8 want = wb_bio_bits(off, n), dirty;
-	struct wb_per_bio *pb;
 	struct wb_metablock *mb;
-	void *buf = wb->bounce;
+	struct wb_segment *seg;
+	const void *src;
 	int err = 0;
-	unsigned int j;
 
-	mutex_lock(&wb->lock);
+	spin_lock(&wb->lock);
+retry:
 	if (wb_dead(wb)) {
+		spin_unlock(&wb->lock);
 		err = -EIO;
-		goto out;
+		goto done;
 	}
-	mb = wb_ht_lookup(wb, block);
+	mb = wb_ht_lookup(wb, sector & ~(sector_t)(WB_BLOCK_SECTORS - 1));
 	if (!mb) {
-		mutex_unlock(&wb->lock);
+		spin_unlock(&wb->lock);
 		wb_stat_inc(wb, false, false, false, n == WB_BLOCK_SECTORS);
-		pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
-		pb->remapped = true;
-		pb->sector = sector;
-		bio_set_dev(bio, wb->backing_dev->bdev);
-		bio->bi_iter.bi_sector = sector;
-		dm_submit_bio_remap(bio, NULL);
-		return 1;
+		wb_remap_backing(wb, bio, sector);
+		return DM_MAPIO_REMAPPED;
 	}
-
-	wb_stat_inc(wb, false, true, wb_mb_seg(wb, mb) == wb->cur,
-		    n == WB_BLOCK_SECTORS);
+	if (mb->nr_copying) {
+		wb_wait_copied(wb, mb);
+		goto retry;
+	}
+	seg = wb_mb_seg(wb, mb);
+	wb_stat_inc(wb, false, true, seg == wb->cur, n == WB_BLOCK_SECTORS);
 	dirty = mb->dirty_bits & want;
-	if (want & ~dirty) {
-		err = wb_sync_io(wb, WB_DEV_BACKING, REQ_OP_READ, sector,
-				 buf + (off << WB_SECTOR_SHIFT),
-				 n << WB_SECTOR_SHIFT);
-		if (err)
-			goto out;
+	if (dirty != want) {
+		if (!in_worker) {
+			spin_unlock(&wb->lock);
+			return DM_MAPIO_KILL;	/* to the worker */
+		}
+		err = wb_read_merge(wb, bio, sector, mb, dirty);
+		goto done;
 	}
-	if (dirty) {
-		err = wb_read_mb(wb, mb, wb->bounce2);
-		if (err)
-			goto out;
-		for (j = 0; j < WB_BLOCK_SECTORS; j++)
-			if (dirty & (1U << j))
-				memcpy(buf + (j << WB_SECTOR_SHIFT),
-				       wb->bounce2 + (j << WB_SECTOR_SHIFT),
-				       WB_SECTOR_SIZE);
+	if (seg->buf) {
+		atomic_inc(&seg->nr_buf_readers);
+		src = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
+		spin_unlock(&wb->lock);
+		wb_copy_to_bio(bio, src + (off << WB_SECTOR_SHIFT));
+		wb_unpin_buf(wb, seg);
+		goto done;
 	}
-	wb_copy_to_bio(bio, buf + (off << WB_SECTOR_SHIFT));
-out:
-	mutex_unlock(&wb->lock);
-	return err;
-}
-
-static void wb_process_bio(struct wb_device *wb, struct bio *bio)
-{
-	sector_t sector = dm_target_offset(wb->ti, bio->bi_iter.bi_sector);
-	int err;
-
-	if (wb_dead(wb)) {
-		err = -EIO;
-	} else if (!bio_sectors(bio)) {
-		/* Empty flush: everything written so far, on the cache device. */
-		err = wb_wait_flushed(wb, wb_seal_for_flush(wb));
-	} else if (bio_op(bio) == REQ_OP_WRITE) {
-		err = wb_write(wb, bio, sector);
-	} else if (bio_op(bio) == REQ_OP_READ) {
-		err = wb_read(wb, bio, sector);
-		if (err > 0)
-			return;
-	} else {
-		err = -EOPNOTSUPP;
-	}
+	atomic_inc(&seg->nr_dev_readers);
+	pb->remap = WB_REMAP_CACHE;
+	pb->seg = seg;
+	pb->sector = wb_mb_cache_sector(wb, mb) + off;
+	spin_unlock(&wb->lock);
+	bio_set_dev(bio, wb->cache_dev->bdev);
+	bio->bi_iter.bi_sector = pb->sector;
+	return DM_MAPIO_REMAPPED;
+done:
 	bio->bi_status = errno_to_blk_status(err);
 	bio_endio(bio);
+	return DM_MAPIO_SUBMITTED;
 }
 
+static void wb_defer(struct wb_device *wb, struct bio *bio)
+{
+	spin_lock_irq(&wb->bio_lock);
+	bio_list_add(&wb->deferred, bio);
+	spin_unlock_irq(&wb->bio_lock);
+	queue_work(wb->io_wq, &wb->io_work);
+}
+
+/* The bios .map cannot finish without waiting for a read: one at a time. */
 static void wb_io_work(struct work_struct *work)
 {
 	struct wb_device *wb = container_of(work, struct wb_device, io_work);
@@ -318,42 +462,70 @@ static void wb_io_work(struct work_struct *work)
 	spin_unlock_irq(&wb->bio_lock);
 
 	while ((bio = bio_list_pop(&bios))) {
-		wb_process_bio(wb, bio);
+		sector_t sector = dm_target_offset(wb->ti, bio->bi_iter.bi_sector);
+
+		if (bio_op(bio) == REQ_OP_WRITE)
+			wb_write(wb, bio, sector, true);
+		else if (wb_read(wb, bio, sector, true) == DM_MAPIO_REMAPPED)
+			dm_submit_bio_remap(bio, NULL);
 		cond_resched();
 	}
 }
 
 /*
- * Every bio goes to one ordered worker, which may sleep and do synchronous
- * I/O; a dead target fails it at once.
+ * Bios are handled here, in the submitter's context; see wb_write and
+ * wb_read for the few that go to the worker. A dead target fails them.
  */
 static int writeboost_map(struct dm_target *ti, struct bio *bio)
 {
 	struct wb_device *wb = ti->private;
 	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+	sector_t sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
+	int r;
 
-	pb->remapped = false;
+	pb->remap = WB_REMAP_NONE;
 	if (wb_dead(wb))
 		return DM_MAPIO_KILL;
 
-	spin_lock_irq(&wb->bio_lock);
-	bio_list_add(&wb->deferred, bio);
-	spin_unlock_irq(&wb->bio_lock);
-	queue_work(wb->io_wq, &wb->io_work);
-	return DM_MAPIO_SUBMITTED;
+	if (!bio_sectors(bio)) {
+		if (bio->bi_opf & REQ_PREFLUSH) {
+			wb_flush_bio(wb, bio);
+			return DM_MAPIO_SUBMITTED;
+		}
+		return DM_MAPIO_KILL;
+	}
+	switch (bio_op(bio)) {
+	case REQ_OP_WRITE:
+		if (wb_write(wb, bio, sector, false))
+			wb_defer(wb, bio);
+		return DM_MAPIO_SUBMITTED;
+	case REQ_OP_READ:
+		r = wb_read(wb, bio, sector, false);
+		if (r == DM_MAPIO_KILL) {
+			wb_defer(wb, bio);
+			return DM_MAPIO_SUBMITTED;
+		}
+		return r;
+	default:
+		return DM_MAPIO_KILL;
+	}
 }
 
-/* Only a read miss reaches a device as is; its error kills the target too. */
+/* Remapped reads: unpin the slot; an error kills the target too. */
 static int writeboost_end_io(struct dm_target *ti, struct bio *bio,
 			     blk_status_t *error)
 {
 	struct wb_device *wb = ti->private;
 	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
 
-	if (pb->remapped && *error && *error != BLK_STS_AGAIN &&
-	    *error != BLK_STS_RESOURCE)
-		wb_set_dead(wb, WB_DEV_BACKING, "read", pb->sector,
-			    blk_status_to_errno(*error));
+	if (pb->remap == WB_REMAP_NONE)
+		return DM_ENDIO_DONE;
+	if (pb->remap == WB_REMAP_CACHE)
+		wb_unpin_dev(wb, pb->seg);
+	if (*error && *error != BLK_STS_AGAIN && *error != BLK_STS_RESOURCE)
+		wb_set_dead(wb, pb->remap == WB_REMAP_CACHE ? WB_DEV_CACHE :
+							       WB_DEV_BACKING,
+			    "read", pb->sector, blk_status_to_errno(*error));
 	return DM_ENDIO_DONE;
 }
 
@@ -403,7 +575,7 @@ static int wb_tunable_index(const char *key)
 static const char *wb_unsupported(int t, unsigned int val)
 {
 	if (t == WB_T_READ_CACHE_THRESHOLD && val)
-		return "read_cache_threshold other than 0 is not supported: this target does not cache reads";
+		return "read_cache_threshold other than 0 is not supported: no read caching";
 	if (t == WB_T_WRITE_AROUND_MODE && val)
 		return "write_around_mode 1 is not supported: this target only does write-back";
 	return NULL;
@@ -453,23 +625,50 @@ static int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
 	return 0;
 }
 
+/* Stops both kthreads; an in-flight writeback batch finishes first. */
+static void wb_stop_daemons(struct wb_device *wb)
+{
+	if (wb->periodic_task)
+		kthread_stop(wb->periodic_task);
+	wb->periodic_task = NULL;
+	if (wb->wb_task)
+		kthread_stop(wb->wb_task);
+	wb->wb_task = NULL;
+}
+
+static int wb_start_daemons(struct wb_device *wb)
+{
+	struct task_struct *t;
+
+	t = kthread_run(wb_writeback_daemon, wb, "wbkit_writeback");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	wb->wb_task = t;
+	t = kthread_run(wb_periodic_daemon, wb, "wbkit_periodic");
+	if (IS_ERR(t)) {
+		wb_stop_daemons(wb);
+		return PTR_ERR(t);
+	}
+	wb->periodic_task = t;
+	return 0;
+}
+
+/*
+ * Never writes to a device: an instance that went live was suspended
+ * (postsuspend wrote its RAM buffer out), and one that never did has
+ * nothing to write.
+ */
 static void wb_destroy(struct wb_device *wb)
 {
 	struct dm_target *ti = wb->ti;
 	unsigned int i;
 
-	if (wb->periodic_task)
-		kthread_stop(wb->periodic_task);
-	if (wb->wb_task)
-		kthread_stop(wb->wb_task);
+	wb_stop_daemons(wb);
 	if (wb->io_wq)
 		destroy_workqueue(wb->io_wq);
 	if (wb->flush_wq) {
-		/* Normally postsuspend did this already. */
-		mutex_lock(&wb->lock);
-		wb_seal(wb);
-		mutex_unlock(&wb->lock);
-		destroy_workqueue(wb->flush_wq);	/* drains it */
+		destroy_workqueue(wb->flush_wq);	/* postsuspend drained it */
+		wb->flush_wq = NULL;	/* wb_set_dead must not queue work on it */
 	}
 
 	for (i = 0; i < WB_MAX_BATCH; i++)
@@ -480,9 +679,10 @@ static void wb_destroy(struct wb_device *wb)
 	free_page((unsigned long)wb->bounce);
 	free_page((unsigned long)wb->bounce2);
 	free_page((unsigned long)wb->zero_block);
-	kvfree(wb->htable);
-	kvfree(wb->mbs);
-	kvfree(wb->segs);
+	vfree(wb->htable);
+	vfree(wb->mbs);
+	vfree(wb->segs);
+	bioset_exit(&wb->bio_set);
 	if (wb->cache_dev)
 		dm_put_device(ti, wb->cache_dev);
 	if (wb->backing_dev)
@@ -496,14 +696,20 @@ static int wb_alloc_metadata(struct wb_device *wb)
 	unsigned int i;
 	u64 k;
 
-	wb->segs = kvcalloc(wb->nr_segments, sizeof(*wb->segs),
-			    GFP_KERNEL | __GFP_NOWARN);
-	wb->mbs = kvcalloc(nr_blocks, sizeof(*wb->mbs),
-			   GFP_KERNEL | __GFP_NOWARN);
+	/*
+	 * vzalloc, not kvcalloc: kvmalloc refuses more than INT_MAX bytes,
+	 * which the metablock array of a cache over ~250 GiB needs.
+	 * array_size saturates on overflow, which vzalloc then refuses.
+	 * Between one hash bucket per two blocks and one per block: chains
+	 * average at most two entries, and the table costs 4 to 8 bytes per
+	 * cache block.
+	 */
+	wb->segs = vzalloc(array_size(wb->nr_segments, sizeof(*wb->segs)));
+	wb->mbs = vzalloc(array_size(nr_blocks, sizeof(*wb->mbs)));
 	wb->htable_bits = clamp_t(unsigned int,
-				  ilog2(roundup_pow_of_two(nr_blocks)), 10, 28);
-	wb->htable = kvcalloc(1UL << wb->htable_bits, sizeof(*wb->htable),
-			      GFP_KERNEL | __GFP_NOWARN);
+				  ilog2(nr_blocks), 10, 28);
+	wb->htable = vzalloc(array_size(1UL << wb->htable_bits,
+					sizeof(*wb->htable)));
 	if (!wb->segs || !wb->mbs || !wb->htable)
 		return -ENOMEM;
 	for (k = 0; k < wb->nr_segments; k++) {
@@ -544,8 +750,10 @@ static int wb_alloc_metadata(struct wb_device *wb)
  *       sync_data_interval (seconds, 0..3600, default 0),
  *       read_cache_threshold (only 0), write_around_mode (only 0).
  *
- * A cache device whose superblock magic is not "WBst" is formatted; any
- * other is replayed.
+ * The constructor writes nothing and starts nothing: a reload builds its
+ * instance while the old one is live. It refuses read-only tables and a
+ * cache device that holds neither the magic "WBst" nor a zeroed sector 0.
+ * The first preresume formats (zeroed sector 0) or replays.
  */
 static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
@@ -553,9 +761,16 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	struct wb_device *wb;
 	int t, r;
 
+	bool blank;
+
 	if (argc < 2) {
 		ti->error = "Usage: <backing_dev> <cache_dev> [<#optargs> <key> <value> ...]";
 		return -EINVAL;
+	}
+	/* Replay and writeback write both devices, even with no writes above. */
+	if (!(dm_table_get_mode(ti->table) & FMODE_WRITE)) {
+		ti->error = "Read-only tables are not supported: replay and writeback write";
+		return -EROFS;
 	}
 
 	wb = kzalloc(sizeof(*wb), GFP_KERNEL);
@@ -565,8 +780,10 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	ti->private = wb;
 	wb->ti = ti;
-	mutex_init(&wb->lock);
+	spin_lock_init(&wb->lock);
 	init_waitqueue_head(&wb->wait);
+	init_waitqueue_head(&wb->copy_wait);
+	bio_list_init(&wb->commit_waiters);
 	init_waitqueue_head(&wb->wb_wait);
 	INIT_LIST_HEAD(&wb->flush_queue);
 	spin_lock_init(&wb->bio_lock);
@@ -579,6 +796,14 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	atomic64_set(&wb->nr_partial_flushed, 0);
 	for (t = 0; t < WB_T_NR; t++)
 		wb->tunable[t] = wb_tunables[t].def;
+	r = bioset_init(&wb->bio_set, BIO_POOL_SIZE,
+			offsetof(struct wb_bio, bio), BIOSET_NEED_BVECS);
+	if (r) {
+		ti->error = "Cannot allocate the bio set";
+		kfree(wb);
+		ti->private = NULL;
+		return r;
+	}
 
 	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),
 			  &wb->backing_dev);
@@ -605,7 +830,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	wb->backing_sectors = bdev_nr_sectors(wb->backing_dev->bdev);
 	wb->nr_segments = wb_nr_segments(wb->cache_sectors);
 	if (!wb->nr_segments) {
-		ti->error = "The cache device is smaller than 1.5 MiB (the superblock region and one segment)";
+		ti->error = "The cache device is smaller than 1.5 MiB (superblock and one segment)";
 		r = -EINVAL;
 		goto bad;
 	}
@@ -626,31 +851,28 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad;
 	}
 
-	r = wb_format_or_replay(wb, &ti->error);
-	if (r)
+	/* Only reads: a foreign device is refused before anything is written. */
+	r = wb_check_cache_signature(wb, &blank);
+	if (r == -EINVAL) {
+		ti->error = "The cache device is neither a writeboost cache nor blank (see log)";
 		goto bad;
+	}
+	if (r) {
+		ti->error = "Cannot read the superblock of the cache device";
+		goto bad;
+	}
 
 	wb->io_wq = alloc_ordered_workqueue("wbkit_io", WQ_MEM_RECLAIM);
-	wb->flush_wq = alloc_ordered_workqueue("wbkit_flush", WQ_MEM_RECLAIM);
+	/* High priority: flush/FUA bios wait for it (group commit). */
+	wb->flush_wq = alloc_ordered_workqueue("wbkit_flush",
+					       WQ_MEM_RECLAIM | WQ_HIGHPRI);
 	if (!wb->io_wq || !wb->flush_wq) {
 		ti->error = "Cannot create the workqueues";
 		r = -ENOMEM;
 		goto bad;
 	}
-	wb->wb_task = kthread_run(wb_writeback_daemon, wb, "wbkit_writeback");
-	if (IS_ERR(wb->wb_task)) {
-		r = PTR_ERR(wb->wb_task);
-		wb->wb_task = NULL;
-		ti->error = "Cannot start the writeback daemon";
-		goto bad;
-	}
-	wb->periodic_task = kthread_run(wb_periodic_daemon, wb, "wbkit_periodic");
-	if (IS_ERR(wb->periodic_task)) {
-		r = PTR_ERR(wb->periodic_task);
-		wb->periodic_task = NULL;
-		ti->error = "Cannot start the periodic daemon";
-		goto bad;
-	}
+	/* Suspended until the first resume: no thread, no I/O. */
+	set_bit(WB_F_SUSPENDED, &wb->flags);
 
 	r = dm_set_target_max_io_len(ti, WB_BLOCK_SECTORS);
 	if (r) {
@@ -676,16 +898,55 @@ static void writeboost_dtr(struct dm_target *ti)
 /* ---------------------------------------------------------------------- */
 /* Suspend and resume */
 
-/* Everything transient reaches the cache device: RAM buffer, then flush. */
+/*
+ * Everything transient reaches the cache device (RAM buffer, then flush),
+ * and both kthreads stop: from here to the next preresume this instance
+ * does no I/O, so a copy of either device stays valid and a reloaded table
+ * can replay the log undisturbed.
+ */
 static void writeboost_postsuspend(struct dm_target *ti)
 {
 	struct wb_device *wb = ti->private;
 
 	set_bit(WB_F_SUSPENDED, &wb->flags);
+	wake_up_all(&wb->wait);		/* a waiting drop_caches gives up */
+	wb_stop_daemons(wb);
+	if (!test_bit(WB_F_STARTED, &wb->flags))
+		return;
 	if (wb_wait_flushed(wb, wb_seal_for_flush(wb)))
 		return;
-	/* Each segment went with FUA already; this covers anything else. */
+	/* Segments go without FUA unless a bio waits: make them durable. */
 	wb_flush_dev(wb, WB_DEV_CACHE);
+}
+
+/*
+ * The first preresume of an instance formats or replays the cache: only
+ * now is the instance about to go live, and the one it replaces (if this
+ * is a reload) is suspended and quiet. Every preresume starts the kthreads.
+ */
+static int writeboost_preresume(struct dm_target *ti)
+{
+	struct wb_device *wb = ti->private;
+	char *error = NULL;
+	int r;
+
+	if (!test_bit(WB_F_STARTED, &wb->flags)) {
+		r = wb_format_or_replay(wb, &error);
+		if (r) {
+			DMERR("cannot resume: %s (%d)", error, r);
+			return r;
+		}
+		set_bit(WB_F_STARTED, &wb->flags);
+	}
+	if (!wb->wb_task) {
+		r = wb_start_daemons(wb);
+		if (r) {
+			DMERR("cannot start the writeback and periodic threads (%d)",
+			      r);
+			return r;
+		}
+	}
+	return 0;
 }
 
 static void writeboost_resume(struct dm_target *ti)
@@ -705,16 +966,24 @@ static int wb_drop_caches(struct wb_device *wb)
 	u64 id;
 	int r;
 
+	/* A suspended instance does no I/O. */
+	if (test_bit(WB_F_SUSPENDED, &wb->flags)) {
+		DMWARN("drop_caches: the device is suspended");
+		return -EBUSY;
+	}
 	atomic_inc(&wb->drop_caches);
 	id = wb_seal_for_flush(wb);
 	wake_up(&wb->wb_wait);
 	r = wait_event_interruptible(wb->wait,
 				     READ_ONCE(wb->last_writeback_id) >= id ||
-				     wb_dead(wb));
+				     wb_dead(wb) ||
+				     test_bit(WB_F_SUSPENDED, &wb->flags));
 	atomic_dec(&wb->drop_caches);
 	if (r)
 		return r;
-	return wb_dead(wb) ? -EIO : 0;
+	if (wb_dead(wb))
+		return -EIO;
+	return READ_ONCE(wb->last_writeback_id) >= id ? 0 : -EBUSY;
 }
 
 /*
@@ -761,16 +1030,17 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 }
 
 /*
- * Status (STATUSTYPE_INFO), dm-writeboost's fields in its order, then ours:
+ * Status (STATUSTYPE_INFO), dm-writeboost's layout:
  *
  *   <cursor_pos> <nr_cache_blocks> <nr_segments> <current_id>
  *   <last_flushed_id> <last_writeback_id> <nr_dirty_cache_blocks>
  *   <stat * 16> <nr_partial_flushed>
- *   10 writeback_threshold <n> nr_cur_batched_writeback <n>
+ *   12 writeback_threshold <n> nr_cur_batched_writeback <n>
  *      sync_data_interval <n> update_sb_record_interval <n>
- *      read_cache_threshold <n>
- *   dead <0|1> <cause>
+ *      read_cache_threshold <n> dead <cause>
  *
+ * The dead state is one more counted key/value pair (upstream has 10
+ * tokens there), so a parser that trusts the count reads every token.
  * stat index = write << 3 | hit << 2 | on_buffer << 1 | fullsize.
  * cause is "-" while alive, else <cache|backing>:<read|write|flush>:
  * <sector>:<errno>, e.g. "cache:write:5120:-5".
@@ -800,17 +1070,17 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 		for (i = 0; i < WB_STATLEN; i++)
 			DMEMIT(" %lld", (long long)atomic64_read(&wb->stat[i]));
 		DMEMIT(" %lld", (long long)atomic64_read(&wb->nr_partial_flushed));
-		DMEMIT(" 10 writeback_threshold %u nr_cur_batched_writeback %u sync_data_interval %u update_sb_record_interval %u read_cache_threshold %u",
+		DMEMIT(" 12 writeback_threshold %u nr_cur_batched_writeback %u sync_data_interval %u update_sb_record_interval %u read_cache_threshold %u",
 		       READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]),
 		       READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]),
 		       READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]));
 		if (!wb_dead(wb)) {
-			DMEMIT(" dead 0 -");
+			DMEMIT(" dead -");
 		} else {
-			smp_rmb();
-			DMEMIT(" dead 1 %s:%s:%llu:%d",
+			smp_rmb();	/* pairs with wb_set_dead: cause before flag */
+			DMEMIT(" dead %s:%s:%llu:%d",
 			       wb->cause.dev == WB_DEV_CACHE ? "cache" : "backing",
 			       wb->cause.op, (unsigned long long)wb->cause.sector,
 			       wb->cause.err);
@@ -865,6 +1135,7 @@ static struct target_type writeboost_target = {
 	.map = writeboost_map,
 	.end_io = writeboost_end_io,
 	.postsuspend = writeboost_postsuspend,
+	.preresume = writeboost_preresume,
 	.resume = writeboost_resume,
 	.message = writeboost_message,
 	.status = writeboost_status,

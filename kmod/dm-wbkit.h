@@ -5,17 +5,42 @@
  * The on-disk layout is format/wbkit_format.h (dm-writeboost 2.2); this file
  * holds the in-memory state only. docs/FORMAT.md is the specification.
  *
- * Locking: one mutex (wb->lock) protects all metadata: the hash table, the
- * segment array, the open segment, the ids and the RAM buffer pool. Every
- * thread that sleeps for progress of another thread (a free RAM buffer, a
- * segment slot that is written back, a flushed segment) drops the mutex while
- * it waits on wb->wait and rechecks after retaking it. Reads of the ids
- * without the mutex (status, wait conditions) use READ_ONCE.
+ * Locking: one spinlock (wb->lock) protects all metadata: the hash table,
+ * the segment array, the open segment, the ids, the RAM buffer pool and the
+ * commit waiters. Critical sections are short and never sleep: a write takes
+ * its block of the open segment under the lock and copies its data outside
+ * it. Every thread that sleeps for progress of another thread (a free RAM
+ * buffer, a segment slot that is written back, a flushed segment, a copy in
+ * progress) drops the lock while it waits and rechecks after retaking it.
+ * Reads of the ids without the lock (status, wait conditions) use READ_ONCE.
  *
- * Threads: an ordered workqueue processes every bio in arrival order (io_wq),
- * an ordered workqueue writes sealed segments to the cache device in id order
- * (flush_wq), a kthread writes segments back to the backing device, and a
- * kthread runs the periodic jobs (superblock record, data sync).
+ * Pins keep data in place while nobody holds the lock:
+ * - mb->nr_copying: writes still copying into the block's RAM buffer copy;
+ *   a read or a merge of that block waits for it.
+ * - seg->nr_writers: the same, per segment; the flusher waits for 0 before
+ *   it checksums and writes the segment.
+ * - seg->nr_buf_readers: reads copying out of seg->buf; the flusher waits
+ *   for 0 before it returns the buffer to the pool.
+ * - seg->nr_dev_readers: reads of the slot on the cache device (remapped
+ *   read hits, merges); writeback waits for 0 before the slot may be reused.
+ *   Pins are only taken through the hash table, under the lock, so once a
+ *   segment's entries are unhashed its count can only fall.
+ *
+ * Threads: bios are handled in the submitter's context (.map); only a read
+ * of a block partly on the cache device and partly on the backing device,
+ * and a partial write that must merge the older copy from the cache device,
+ * go to an ordered workqueue (io_wq) because they need synchronous reads. An
+ * ordered workqueue writes sealed segments to the cache device in id order
+ * and completes flush/FUA bios (flush_wq, group commit), a kthread writes
+ * segments back to the backing device, and a kthread runs the periodic jobs
+ * (superblock record, data sync).
+ *
+ * Lifecycle: the constructor only reads (sector 0, to refuse a foreign
+ * device) and allocates. The first preresume formats or replays and starts
+ * both kthreads; postsuspend writes the RAM buffer out and stops them, so a
+ * suspended instance does no I/O at all; the next preresume starts them
+ * again. A reloaded table therefore replays only after the instance it
+ * replaces has gone quiet, and an aborted reload never touches a device.
  */
 #ifndef DM_WBKIT_H
 #define DM_WBKIT_H
@@ -35,7 +60,7 @@
 
 #define DM_MSG_PREFIX "writeboost"
 
-#define WB_NR_RAMBUF		4	/* RAM buffer segments in the pool */
+#define WB_NR_RAMBUF		8	/* RAM buffer segments in the pool (as upstream) */
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
 #define WB_STATLEN		16
 #define WB_ALL_DIRTY		0xffU
@@ -52,6 +77,7 @@ struct wb_metablock {
 	 * stays writable: its successor may not be on the cache device yet.
 	 */
 	bool obsolete;
+	u8 nr_copying;		/* under lock: writes copying into its block */
 };
 
 /* One segment slot of the ring. */
@@ -60,6 +86,14 @@ struct wb_segment {
 	u32 slot;
 	u8 length;		/* valid metablocks */
 	void *buf;		/* RAM buffer while not yet on the cache device */
+	/*
+	 * Flusher only: the slot's header on the cache device is zero (format,
+	 * or zeroed ahead of reuse), so no torn write can sit behind it.
+	 */
+	bool header_zeroed;
+	unsigned int nr_writers;	/* under lock, see the locking rules */
+	atomic_t nr_buf_readers;
+	atomic_t nr_dev_readers;
 	struct list_head flush_node;
 	struct wb_metablock *mb;	/* WB_BLOCKS_PER_SEGMENT entries */
 };
@@ -82,9 +116,22 @@ struct wb_wb_entry {
 	u8 dirty_bits;
 };
 
+enum wb_remap { WB_REMAP_NONE, WB_REMAP_BACKING, WB_REMAP_CACHE };
+
+/*
+ * Every bio the target builds itself comes from its own bio_set, with the
+ * start sector in front: after completion bi_iter has advanced to the end.
+ */
+struct wb_bio {
+	sector_t sector;
+	struct bio bio;
+};
+
 struct wb_per_bio {
-	bool remapped;		/* sent to the backing device as is */
+	enum wb_remap remap;	/* sent to a device as is */
 	sector_t sector;	/* where, for the cause of an error */
+	struct wb_segment *seg;	/* WB_REMAP_CACHE: pinned (nr_dev_readers) */
+	u64 commit_id;		/* flush/FUA: completes once this id is durable */
 };
 
 /* Tunables; the ctr_given mask says which keys the table line named. */
@@ -100,13 +147,15 @@ enum wb_tunable {
 
 /* Bits in wb->flags */
 #define WB_F_DEAD	0	/* fail-stop, never clears */
-#define WB_F_SUSPENDED	1	/* between postsuspend and resume */
+#define WB_F_SUSPENDED	1	/* from postsuspend to the next resume */
+#define WB_F_STARTED	2	/* formatted or replayed: the instance went live */
 
 struct wb_device {
 	struct dm_target *ti;
 	struct dm_dev *backing_dev;
 	struct dm_dev *cache_dev;
 	unsigned long flags;
+	struct bio_set bio_set;
 
 	/* Geometry */
 	u64 nr_segments;
@@ -114,14 +163,15 @@ struct wb_device {
 	sector_t backing_sectors;
 
 	/* Metadata, under lock */
-	struct mutex lock;
+	spinlock_t lock;
 	struct wb_segment *segs;
 	struct wb_metablock *mbs;
 	struct hlist_head *htable;
 	unsigned int htable_bits;
 	struct wb_segment *cur;		/* open segment, NULL if none */
 	u64 last_sealed_id;		/* highest id handed to the flusher */
-	u64 last_flushed_id;		/* highest id on the cache device */
+	u64 last_flushed_id;		/* highest id written to the cache device */
+	u64 last_durable_id;		/* highest id flushed (or FUA) there */
 	u64 last_writeback_id;		/* highest id on the backing device */
 	u64 nr_dirty;			/* newest dirty copies not written back */
 	void *rambuf[WB_NR_RAMBUF];
@@ -129,6 +179,9 @@ struct wb_device {
 	void *free_rambuf[WB_NR_RAMBUF];
 	struct list_head flush_queue;	/* sealed, in id order */
 	wait_queue_head_t wait;		/* any progress, or death */
+	wait_queue_head_t copy_wait;	/* a pin dropped to 0 */
+	struct bio_list commit_waiters;	/* flush/FUA bios, see wb_per_bio */
+	u64 commit_id;			/* highest id somebody needs durable */
 
 	/* Bio path */
 	spinlock_t bio_lock;
@@ -142,6 +195,7 @@ struct wb_device {
 	/* Flusher */
 	struct workqueue_struct *flush_wq;
 	struct work_struct flush_work;
+	bool zero_unflushed;		/* flusher only: a zeroed header not yet flushed */
 
 	/* Writeback daemon */
 	struct task_struct *wb_task;
@@ -174,11 +228,16 @@ int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
 void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 		 u64 sector, int err);
 int wb_format_or_replay(struct wb_device *wb, char **error);
+int wb_check_cache_signature(struct wb_device *wb, bool *blank);
+void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
 struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
 void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);
 void wb_seal(struct wb_device *wb);
+void wb_commit(struct wb_device *wb);
 void wb_flush_work(struct work_struct *work);
+void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg);
+void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg);
 
 struct wb_aio {
 	atomic_t pending;

@@ -7,14 +7,15 @@ set -euo pipefail
 # Host build and test of the library, the tools and the Python module.
 BUILD_PACKAGES=(
 	build-essential cmake pkg-config
-	libcli11-dev libfmt-dev libcrypto++-dev libgtest-dev nlohmann-json3-dev
+	libcli11-dev libfmt-dev libcrypto++-dev libisal-dev libgtest-dev nlohmann-json3-dev
 	pybind11-dev python3-dev python3-pytest python3-matplotlib
 	zstd clang libclang-rt-14-dev clang-format-14 util-linux xxd
+	linux-source-6.1
 )
 # Kernel module build and the in-VM tests.
 VM_PACKAGES=(
 	linux-image-amd64 linux-headers-amd64 qemu-system-x86 qemu-utils
-	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms
+	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms dbench
 )
 
 want=("${BUILD_PACKAGES[@]}")

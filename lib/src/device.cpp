@@ -52,6 +52,20 @@ public:
 	DeviceIdentity identity() const noexcept override { return identity_; }
 	std::size_t required_alignment() const noexcept override { return direct_ ? AlignedBuffer::alignment : 1; }
 
+	DataRange next_data(std::uint64_t offset) noexcept override
+	{
+		// Block devices have no holes; file systems without SEEK_DATA say EINVAL.
+		if (block_ || offset >= size_)
+			return {std::min(offset, size_), size_};
+		const off_t begin = ::lseek(fd_, off_t(offset), SEEK_DATA);
+		if (begin < 0)
+			return errno == ENXIO ? DataRange{size_, size_} : DataRange{offset, size_};
+		const off_t end = ::lseek(fd_, begin, SEEK_HOLE);
+		if (end < 0)
+			return {std::min(std::uint64_t(begin), size_), size_};
+		return {std::min(std::uint64_t(begin), size_), std::min(std::uint64_t(end), size_)};
+	}
+
 	int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept override
 	{
 		if (offset > size_ || buf.size() > size_ - offset)

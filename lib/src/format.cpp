@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "wbkit/crc32c.hpp"
 #include "wbkit/endian.hpp"
+#include "wbkit/errors.hpp"
 
 namespace wbkit {
 
@@ -23,6 +26,24 @@ Geometry Geometry::for_cache_bytes(std::uint64_t cache_bytes)
 	g.cache_bytes = cache_bytes;
 	g.nr_segments = wb_nr_segments(cache_bytes / sector_size);
 	return g;
+}
+
+std::uint64_t Geometry::checked_slot(std::uint64_t slot) const
+{
+	if (nr_segments == 0)
+		throw UsageError("the cache has no segment slots");
+	if (slot >= nr_segments)
+		throw UsageError(fmt::format("slot {} is past the last slot ({} slots)", slot, nr_segments));
+	return slot;
+}
+
+std::uint64_t Geometry::checked_slot_of_id(std::uint64_t id) const
+{
+	if (nr_segments == 0)
+		throw UsageError("the cache has no segment slots");
+	if (id == 0)
+		throw UsageError("segment ids start at 1");
+	return slot_of_id(id);
 }
 
 SegmentHeader parse_segment_header(std::span<const std::byte> block)

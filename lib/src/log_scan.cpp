@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <cstring>
+#include <sys/mman.h>
 #include <fmt/format.h>
 #include <limits>
 
@@ -64,6 +66,33 @@ std::string_view stop_reason_name(StopReason reason)
 }
 
 namespace {
+
+// Metablock entries gathered per batch of slots live in their own mappings:
+// freeing one returns its pages to the system at once (malloc would keep
+// them in its heap), so merging the batches into the index costs one batch
+// of memory, not a second copy of every entry.
+template <typename T>
+struct MappedAllocator {
+	using value_type = T;
+	MappedAllocator() = default;
+	template <typename U>
+	MappedAllocator(const MappedAllocator<U>&) noexcept
+	{
+	}
+	T* allocate(std::size_t n)
+	{
+		void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			throw std::bad_alloc();
+		return static_cast<T*>(p);
+	}
+	void deallocate(T* p, std::size_t n) noexcept { ::munmap(p, n * sizeof(T)); }
+	template <typename U>
+	bool operator==(const MappedAllocator<U>&) const noexcept
+	{
+		return true;
+	}
+};
 
 class Scanner {
 public:
@@ -129,7 +158,7 @@ private:
 	// What one reader thread found in its range of slots; merged in slot order.
 	struct RangeResult {
 		std::vector<Finding> findings;
-		std::vector<SectorSource> entries;
+		std::vector<SectorSource, MappedAllocator<SectorSource>> entries;
 	};
 
 	static void note(RangeResult& out, FindingCode code, Place place, std::string message)
@@ -169,12 +198,18 @@ private:
 		}
 	}
 
-	void read_slot_range(std::uint64_t begin, std::uint64_t end, RangeResult& out) const
+	void read_slot_range(std::uint64_t begin, std::uint64_t end, Device::DataRange data, RangeResult& out) const
 	{
 		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size);
+		// A header block wholly inside a hole of a sparse image reads as
+		// zeros, id 0: an empty slot. Such slots are taken as read.
 		for (std::uint64_t slot = begin; slot < end; ++slot) {
 			SlotInfo& info = scan_.slots[slot];
 			std::uint64_t offset = scan_.geometry.slot_offset(slot);
+			if (offset >= data.end)
+				data = cache_.next_data(offset);
+			if (offset + block_size <= data.begin)
+				continue; // SlotInfo{} is the empty slot
 			auto header_block = buffer.span().first(block_size);
 			if (int err = cache_.read_at(offset, header_block)) {
 				info.state = SlotState::header_unreadable;
@@ -195,6 +230,8 @@ private:
 				info.state = SlotState::length_too_large;
 				continue;
 			}
+			if (out.entries.capacity() == 0) // room for the whole batch; untouched pages cost nothing
+				out.entries.reserve((end - slot) * blocks_per_segment);
 			for (unsigned i = 0; i < h.length; ++i)
 				out.entries.push_back(SectorSource{.block_sector = h.metablocks[i].sector,
 								   .log_index = std::uint32_t(slot),
@@ -204,8 +241,8 @@ private:
 				info.state = SlotState::unverified;
 				continue;
 			}
-			auto data = buffer.span().subspan(block_size, block_size * h.length);
-			if (int err = cache_.read_at(offset + block_size, data)) {
+			auto data_blocks = buffer.span().subspan(block_size, block_size * h.length);
+			if (int err = cache_.read_at(offset + block_size, data_blocks)) {
 				info.state = SlotState::data_unreadable;
 				note(out, FindingCode::data_unreadable,
 				     {.slot = slot, .segment_id = h.id, .cache_offset = offset + block_size},
@@ -217,55 +254,99 @@ private:
 		}
 	}
 
+	// A batch of slots for one reader thread, in slot order.
+	struct Batch {
+		std::uint64_t begin = 0, end = 0;
+		Device::DataRange data{}; // the next data range as of begin
+		RangeResult result;
+	};
+
+	// The next batch, starting at the first slot at or after cursor whose
+	// header block is not wholly in a hole; nullptr at the end of the ring.
+	// Runs under the dispatch lock: holes are found once, not per batch.
+	Batch* next_batch(std::uint64_t& cursor, Device::DataRange& data, std::deque<Batch>& batches) const
+	{
+		const std::uint64_t nr = scan_.geometry.nr_segments;
+		const std::uint64_t batch = options_.verify_checksums ? 64 : 1024;
+		while (cursor < nr) {
+			const std::uint64_t offset = scan_.geometry.slot_offset(cursor);
+			if (offset >= data.end)
+				data = cache_.next_data(offset);
+			if (offset + block_size <= data.begin) {
+				// The first slot whose header block reaches past the hole.
+				const std::uint64_t first = (data.begin - block_size - scan_.geometry.slot_offset(0)) / segment_size + 1;
+				cursor = std::clamp(first, cursor + 1, nr);
+				continue;
+			}
+			Batch& b = batches.emplace_back();
+			b.begin = cursor;
+			b.end = std::min(nr, cursor + batch);
+			b.data = data;
+			cursor = b.end;
+			return &b;
+		}
+		return nullptr;
+	}
+
 	// Verification reads and checksums every segment: CPU-bound on a cache in
-	// page cache or on a fast SSD, so contiguous slot ranges go to a few
-	// threads. Results are merged in slot order, so output does not depend on
-	// the thread count.
+	// page cache or on a fast SSD; a header scan waits on the device for each
+	// 4 KiB read. Either way a few threads take batches of slots in turn (a
+	// busy core does not hold up the rest), and results are merged in slot
+	// order, so output does not depend on the thread count.
 	void read_slots()
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
 		scan_.slots.assign(nr, SlotInfo{});
-		unsigned threads = 1;
-		if (options_.verify_checksums && nr >= 64)
-			threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
-		std::vector<RangeResult> results(threads);
+		unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+		if (!options_.verify_checksums)
+			threads = 4;
+		std::deque<Batch> batches; // grows at the back only: references stay valid
+		std::mutex dispatch_lock;
+		std::uint64_t cursor = 0;
+		Device::DataRange data{};
 		std::vector<std::thread> workers;
 		std::exception_ptr failure;
-		std::mutex failure_lock;
-		for (unsigned t = 0; t < threads; ++t) {
-			std::uint64_t begin = nr * t / threads, end = nr * (t + 1) / threads;
-			auto work = [this, begin, end, &result = results[t], &failure, &failure_lock] {
+		auto work = [&] {
+			for (;;) {
+				Batch* b = nullptr;
+				{
+					std::lock_guard lock(dispatch_lock);
+					if (failure || !(b = next_batch(cursor, data, batches)))
+						return;
+				}
 				try {
-					read_slot_range(begin, end, result);
+					read_slot_range(b->begin, b->end, b->data, b->result);
 				} catch (...) {
-					std::lock_guard lock(failure_lock);
+					std::lock_guard lock(dispatch_lock);
 					failure = std::current_exception();
 				}
-			};
-			if (t + 1 == threads)
-				work();
-			else
-				workers.emplace_back(work);
-		}
+			}
+		};
+		for (unsigned t = 1; t < threads; ++t)
+			workers.emplace_back(work);
+		work();
 		for (auto& w : workers)
 			w.join();
 		if (failure)
 			std::rethrow_exception(failure);
+		std::vector<RangeResult*> results;
+		for (Batch& b : batches)
+			results.push_back(&b.result);
 		std::size_t total = 0;
-		for (const RangeResult& r : results)
-			total += r.entries.size();
+		for (const RangeResult* r : results)
+			total += r->entries.size();
 		entries_.reserve(total);
-		for (RangeResult& r : results) {
-			for (Finding& f : r.findings)
+		for (RangeResult* r : results) {
+			for (Finding& f : r->findings)
 				scan_.findings.push_back(std::move(f));
-			entries_.insert(entries_.end(), r.entries.begin(), r.entries.end());
-			std::vector<SectorSource>().swap(r.entries);
+			entries_.insert(entries_.end(), r->entries.begin(), r->entries.end());
+			decltype(r->entries)().swap(r->entries);
 		}
 		for (const SlotInfo& info : scan_.slots)
 			scan_.max_id = std::max(scan_.max_id, info.id);
 	}
 
-	// FORMAT.md's replay walk, then the validator's look at the whole ring.
+	// docs/FORMAT.md's replay walk, then the validator's look at the whole ring.
 	void walk()
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
@@ -368,22 +449,36 @@ private:
 
 	void build_index()
 	{
-		// Slot -> position in the log, or none; then keep the metablocks the walk applied.
-		constexpr std::uint32_t not_in_log = std::numeric_limits<std::uint32_t>::max();
-		std::vector<std::uint32_t> position(scan_.geometry.nr_segments, not_in_log);
-		for (std::size_t i = 0; i < scan_.log.size(); ++i)
-			position[scan_.log[i].slot] = std::uint32_t(i);
+		// Keep the metablocks the walk applied, with their position in the
+		// log. The log is in ring order from the oldest slot, so a slot's
+		// position is found by bisection (no table of every slot: on a huge
+		// cache that would be 4 bytes per slot); entries come in slot order,
+		// so one search per segment.
+		const std::uint64_t nr = scan_.geometry.nr_segments;
+		const std::uint64_t oldest = scan_.max_id ? wb_oldest_slot(scan_.max_id, nr) : 0;
+		auto ring_step = [&](std::uint64_t slot) { return slot >= oldest ? slot - oldest : slot + nr - oldest; };
+		auto position_of = [&](std::uint64_t slot) -> std::optional<std::uint32_t> {
+			auto it = std::lower_bound(scan_.log.begin(), scan_.log.end(), ring_step(slot),
+						   [&](const LogSegment& seg, std::uint64_t step) { return ring_step(seg.slot) < step; });
+			if (it == scan_.log.end() || it->slot != slot)
+				return std::nullopt;
+			return std::uint32_t(it - scan_.log.begin());
+		};
 		std::size_t kept = 0;
+		std::uint64_t last_slot = ~0ULL;
+		std::optional<std::uint32_t> pos;
 		for (const SectorSource& e : entries_) {
-			std::uint32_t pos = position[e.log_index];
-			if (pos == not_in_log)
+			if (e.log_index != last_slot) {
+				last_slot = e.log_index;
+				pos = position_of(e.log_index);
+			}
+			if (!pos)
 				continue;
 			SectorSource copy = e;
-			copy.log_index = pos;
+			copy.log_index = *pos;
 			entries_[kept++] = copy;
 		}
 		entries_.resize(kept);
-		std::vector<std::uint32_t>().swap(position);
 
 		build_sector_index(scan_, std::move(entries_));
 	}
@@ -447,6 +542,14 @@ LogScan scan_log(Device& cache, const ScanOptions& options)
 	LogScan scan;
 	Scanner(cache, options, scan).run();
 	return scan;
+}
+
+std::vector<std::uint32_t> LogScan::log_positions() const
+{
+	std::vector<std::uint32_t> position(geometry.nr_segments, not_in_log);
+	for (std::size_t i = 0; i < log.size(); ++i)
+		position[log[i].slot] = std::uint32_t(i);
+	return position;
 }
 
 const SectorSource* LogScan::find_sector(std::uint64_t backing_sector) const

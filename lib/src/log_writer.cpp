@@ -18,7 +18,7 @@ LogWriter::LogWriter(Device& cache, const LogWriterOptions& options)
 	open_header_.id = open_id_;
 	if (!options_.format)
 		return;
-	// FORMAT.md's order: superblock region, every slot header, flush, then the magic.
+	// docs/FORMAT.md's order: superblock region, every slot header, flush, then the magic.
 	AlignedBuffer zeros(superblock_size);
 	cache_.write_exact(0, zeros.span());
 	for (std::uint64_t slot = 0; slot < geometry_.nr_segments; ++slot)

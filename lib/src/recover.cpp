@@ -5,145 +5,11 @@
 #include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
-#include <fmt/ostream.h>
 #include <memory>
 
 #include "wbkit/errors.hpp"
-#include "wbkit/inspect.hpp"
-#include "wbkit/progress.hpp"
 
 namespace wbkit {
-
-void SectorRanges::add(std::uint64_t first, std::uint64_t count)
-{
-	if (count == 0)
-		return;
-	std::uint64_t begin = first;
-	std::uint64_t end = first + count;
-	auto it = ranges_.upper_bound(begin);
-	if (it != ranges_.begin() && std::prev(it)->second >= begin)
-		--it;
-	while (it != ranges_.end() && it->first <= end) {
-		begin = std::min(begin, it->first);
-		end = std::max(end, it->second);
-		it = ranges_.erase(it);
-	}
-	ranges_.emplace(begin, end);
-}
-
-bool SectorRanges::contains(std::uint64_t sector) const { return intersects(sector, 1); }
-
-bool SectorRanges::intersects(std::uint64_t first, std::uint64_t count) const
-{
-	if (count == 0)
-		return false;
-	auto it = ranges_.upper_bound(first);
-	if (it != ranges_.begin() && std::prev(it)->second > first)
-		return true;
-	return it != ranges_.end() && it->first < first + count;
-}
-
-std::uint64_t SectorRanges::total_sectors() const
-{
-	std::uint64_t total = 0;
-	for (const auto& [begin, end] : ranges_)
-		total += end - begin;
-	return total;
-}
-
-std::vector<std::pair<std::uint64_t, std::uint64_t>> SectorRanges::list() const
-{
-	std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
-	out.reserve(ranges_.size());
-	for (const auto& [begin, end] : ranges_)
-		out.emplace_back(begin, end - begin);
-	return out;
-}
-
-namespace {
-
-template <typename Op>
-int with_retries(unsigned retries, Op op)
-{
-	int err = op();
-	for (unsigned attempt = 0; err && attempt < retries; ++attempt)
-		err = op();
-	return err;
-}
-
-// Retry the whole range, then 4 KiB pieces, then the sectors of the pieces
-// that still fail: one bad sector costs one sector, not the whole request.
-template <typename Span, typename Op>
-bool narrow_down(std::uint64_t offset, Span buf, unsigned retries, Op op, const BadRangeSink& on_bad,
-		 bool zero_fill)
-{
-	if (!with_retries(retries, [&] { return op(offset, buf); }))
-		return true;
-	bool complete = true;
-	auto sectors = [&](std::uint64_t piece_offset, Span piece) {
-		for (std::uint64_t pos = 0; pos < piece.size(); pos += sector_size) {
-			const std::uint64_t len = std::min<std::uint64_t>(sector_size, piece.size() - pos);
-			Span sector = piece.subspan(pos, len);
-			if (with_retries(retries, [&] { return op(piece_offset + pos, sector); })) {
-				complete = false;
-				if constexpr (!std::is_const_v<typename Span::element_type>)
-					if (zero_fill)
-						std::memset(sector.data(), 0, sector.size());
-				on_bad(piece_offset + pos, len);
-			}
-		}
-	};
-	if (buf.size() <= block_size) {
-		sectors(offset, buf);
-		return complete;
-	}
-	// 4 KiB pieces on 4 KiB boundaries of the device.
-	std::uint64_t pos = 0;
-	while (pos < buf.size()) {
-		const std::uint64_t here = offset + pos;
-		const std::uint64_t len = std::min<std::uint64_t>(block_size - here % block_size, buf.size() - pos);
-		Span piece = buf.subspan(pos, len);
-		if (with_retries(retries, [&] { return op(here, piece); }))
-			sectors(here, piece);
-		pos += len;
-	}
-	return complete;
-}
-
-} // namespace
-
-bool read_tolerant(Device& device, std::uint64_t offset, std::span<std::byte> buf, unsigned retries,
-		   const BadRangeSink& on_bad)
-{
-	return narrow_down(
-		offset, buf, retries,
-		[&](std::uint64_t at, std::span<std::byte> part) { return device.read_at(at, part); }, on_bad, true);
-}
-
-bool write_tolerant(Device& device, std::uint64_t offset, std::span<const std::byte> buf, unsigned retries,
-		    const BadRangeSink& on_bad)
-{
-	return narrow_down(
-		offset, buf, retries,
-		[&](std::uint64_t at, std::span<const std::byte> part) { return device.write_at(at, part); }, on_bad,
-		false);
-}
-
-int TolerantReader::read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept
-{
-	if (offset > inner_.size_bytes() || buf.size() > inner_.size_bytes() - offset)
-		return EIO;
-	try {
-		bool complete = read_tolerant(inner_, offset, buf, retries_, [&](std::uint64_t at, std::uint64_t length) {
-			unreadable_.add(at / sector_size, (at % sector_size + length + sector_size - 1) / sector_size);
-		});
-		return complete ? 0 : EIO;
-	} catch (const std::bad_alloc&) {
-		return ENOMEM;
-	}
-}
-
-int TolerantReader::write_at(std::uint64_t, std::span<const std::byte>) noexcept { return EROFS; }
 
 std::string_view loss_reason_name(LossReason reason)
 {
@@ -171,10 +37,10 @@ std::uint64_t RecoveryReport::lost_sectors() const
 bool RecoveryReport::data_left_behind() const
 {
 	return std::any_of(segments.begin(), segments.end(),
-			   [](const SegmentVerdict& v) {
+			   [](const SegmentUse& v) {
 				   // A failed checksum over readable bytes, or an unreadable header: what the segment held is gone.
-				   return v.left_behind_sectors > 0 || v.reason == "checksum-mismatch" ||
-					  v.reason == "header-unreadable";
+				   return v.left_behind_sectors > 0 || v.reason == SegmentReason::checksum_mismatch ||
+					  v.reason == SegmentReason::header_unreadable;
 			   });
 }
 
@@ -183,7 +49,7 @@ namespace {
 // One non-empty slot as far as it could be read.
 struct SlotRead {
 	std::uint64_t slot = 0;
-	SegmentVerdict verdict;
+	SegmentUse verdict;
 	bool header_known = false; // id, length and checksum readable and consistent
 	SegmentHeader header;
 	std::array<bool, blocks_per_segment> metablock_known{};
@@ -298,12 +164,12 @@ private:
 				continue;
 			SlotRead r;
 			r.slot = slot;
-			r.verdict = SegmentVerdict{.slot = slot, .id = info.id, .state = info.state, .in_kernel_log = info.in_log};
+			r.verdict = SegmentUse{.slot = slot, .id = info.id, .state = info.state, .in_kernel_log = info.in_log};
 			const std::uint64_t offset = k.geometry.slot_offset(slot);
 			reader_.read_at(offset, header_block.span());
 			const std::uint64_t first_sector = offset / sector_size;
 			if (reader_.unreadable().contains(first_sector)) {
-				r.verdict.reason = "header-unreadable";
+				r.verdict.reason = SegmentReason::header_unreadable;
 				report_.notes.push_back(fmt::format("slot {}: the segment header cannot be read; which blocks "
 								    "it held, and their data, are unknown",
 								    slot));
@@ -317,7 +183,8 @@ private:
 			// The kernel applies a valid segment in the wrong slot; an unverifiable one there is not trusted.
 			const bool misplaced = k.geometry.slot_of_id(r.header.id) != slot && info.state != SlotState::valid;
 			if (!r.header.length_valid() || misplaced) {
-				r.verdict.reason = r.header.length_valid() ? "slot-mismatch" : "length-too-large";
+				r.verdict.reason = r.header.length_valid() ? SegmentReason::slot_mismatch
+									   : SegmentReason::length_too_large;
 				slots_.push_back(std::move(r));
 				continue;
 			}
@@ -417,13 +284,11 @@ private:
 	// Per slot: what the chosen log took, what it left, what is unreadable.
 	void account_slots(const LogScan& policy)
 	{
-		std::vector<std::uint32_t> position(policy.geometry.nr_segments, ~0u);
-		for (std::size_t i = 0; i < policy.log.size(); ++i)
-			position[policy.log[i].slot] = std::uint32_t(i);
+		const std::vector<std::uint32_t> position = policy.log_positions();
 		for (SlotRead& r : slots_) {
-			SegmentVerdict& v = r.verdict;
+			SegmentUse& v = r.verdict;
 			const std::uint32_t pos = position[r.slot];
-			v.used = pos != ~0u;
+			v.used = pos != LogScan::not_in_log;
 			const bool written_back = r.header_known && r.header.id <= policy.last_writeback_id;
 			// A checksum that fails over readable bytes says the metablocks themselves may be
 			// wrong (a torn newest segment, damaged media): nothing in them can be counted.
@@ -440,15 +305,12 @@ private:
 					if (taken || !mb.is_dirty())
 						continue;
 					// A dirty copy not taken matters only where nothing newer in the chosen log decides.
-					std::uint64_t newest_elsewhere = 0;
 					for (unsigned j = 0; j < block_sectors; ++j) {
 						if (!((mb.dirty_bits >> j) & 1u))
 							continue;
 						const SectorSource* src = policy.find_sector(mb.sector + j);
-						if (src && policy.log[src->log_index].id > r.header.id) {
-							newest_elsewhere = std::max(newest_elsewhere, policy.log[src->log_index].id);
+						if (src && policy.log[src->log_index].id > r.header.id)
 							continue;
-						}
 						if (r.data_readable[i]) {
 							++v.left_behind_sectors;
 						} else {
@@ -466,9 +328,9 @@ private:
 			if (v.left_behind_sectors > 0)
 				report_.notes.push_back(fmt::format(
 					"segment {} (slot {}) holds {} readable dirty sector(s) that were not used ({}){}", v.id,
-					v.slot, v.left_behind_sectors, v.reason,
+					v.slot, v.left_behind_sectors, segment_reason_name(v.reason),
 					options_.salvage ? "" : "; --salvage takes them"));
-			if (v.reason == "checksum-mismatch")
+			if (v.reason == SegmentReason::checksum_mismatch)
 				report_.notes.push_back(fmt::format(
 					"segment {} (slot {}) fails its checksum over readable data: its content is wrong and "
 					"not used; what it held is lost",
@@ -479,33 +341,20 @@ private:
 		merge_lost();
 	}
 
-	std::string verdict_reason(const SlotRead& r, const LogScan& policy, bool written_back) const
+	SegmentReason verdict_reason(const SlotRead& r, const LogScan& policy, bool written_back) const
 	{
-		const SegmentVerdict& v = r.verdict;
+		const SegmentUse& v = r.verdict;
 		if (!r.header_known)
 			return v.reason;
 		if (v.used) {
 			if (written_back)
-				return "already-written-back";
-			if (v.state == SlotState::valid)
-				return "used";
-			return "used-partially";
+				return SegmentReason::already_written_back;
+			return v.state == SlotState::valid ? SegmentReason::used : SegmentReason::used_partially;
 		}
-		const bool newest = r.header.id == kernel_->max_id;
-		switch (v.state) {
-		case SlotState::checksum_mismatch:
-			return newest ? "torn-newest-segment" : "checksum-mismatch";
-		case SlotState::legacy_checksum:
-			return "legacy-checksum";
-		case SlotState::header_unreadable:
-		case SlotState::data_unreadable:
-			return "unreadable";
-		case SlotState::valid:
-			return policy.log.empty() || r.header.id > policy.last_flushed_id ? "after-stop-point"
-											  : "already-written-back";
-		default:
-			return std::string(slot_state_name(v.state));
-		}
+		// A good segment the policy left out that is not newer than its log was written back.
+		if (v.state == SlotState::valid && !policy.log.empty() && r.header.id <= policy.last_flushed_id)
+			return SegmentReason::already_written_back;
+		return left_out_reason(v.state, r.header.id == kernel_->max_id);
 	}
 
 	void merge_lost()
@@ -581,6 +430,10 @@ private:
 		ReplayOptions replay_options = options_.replay;
 		replay_options.backing_sectors = backing_.size_bytes() / sector_size;
 		ReplayPlan plan = replay_plan(policy, replay_options);
+		const std::vector<std::uint32_t> position = policy.log_positions();
+		for (SegmentUse& v : report_.segments)
+			if (v.used)
+				v.sectors_replayed = plan.sectors_per_segment()[position[v.slot]];
 		ExecuteOptions exec;
 		exec.retries = options_.retries;
 		if (options_.progress)
@@ -590,7 +443,7 @@ private:
 			report_.lost.push_back(LostRange{.sector = sector,
 							 .sectors = sectors,
 							 .reason = kind == ReplayFailure::write_failed ? LossReason::write_failed
-												      : LossReason::cache_copy_unreadable});
+												       : LossReason::cache_copy_unreadable});
 		};
 		ReplayResult result = execute_replay(plan, cache_, *destination_, exec);
 		report_.extents = result.extents_written;
@@ -653,127 +506,11 @@ private:
 	RecoveryReport report_;
 };
 
-nlohmann::json ranges_json(const SectorRanges& ranges)
-{
-	nlohmann::json list = nlohmann::json::array();
-	for (const auto& [first, count] : ranges.list())
-		list.push_back({{"sector", first}, {"sectors", count}});
-	return list;
-}
-
-nlohmann::json diagnosis_json(const DeviceDiagnosis& d)
-{
-	return {{"path", d.path},
-		{"size_bytes", d.size_bytes},
-		{"readable", d.unreadable.empty()},
-		{"unreadable_sectors", d.unreadable.total_sectors()},
-		{"unreadable", ranges_json(d.unreadable)}};
-}
-
 } // namespace
 
 RecoveryReport recover(Device& cache, Device& backing, Device* output, const RecoverOptions& options)
 {
 	return Recovery(cache, backing, output, options).run();
-}
-
-nlohmann::json recovery_json(const RecoveryReport& r)
-{
-	nlohmann::json segments = nlohmann::json::array();
-	for (const SegmentVerdict& v : r.segments)
-		segments.push_back({{"slot", v.slot},
-				    {"id", v.id},
-				    {"state", std::string(slot_state_name(v.state))},
-				    {"in_kernel_log", v.in_kernel_log},
-				    {"used", v.used},
-				    {"reason", v.reason},
-				    {"metablocks", v.metablocks},
-				    {"metablocks_used", v.metablocks_used},
-				    {"unreadable_dirty_sectors", v.unreadable_dirty_sectors},
-				    {"left_behind_sectors", v.left_behind_sectors}});
-	nlohmann::json lost = nlohmann::json::array();
-	for (const LostRange& l : r.lost)
-		lost.push_back({{"sector", l.sector},
-				{"sectors", l.sectors},
-				{"bytes", l.sectors * sector_size},
-				{"reason", std::string(loss_reason_name(l.reason))}});
-	nlohmann::json findings = nlohmann::json::array();
-	for (const Finding& f : r.findings)
-		findings.push_back(finding_json(f));
-	auto optional_slot = [](const std::optional<std::uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-	return {
-		{"policy", r.salvage ? "salvage" : "kernel"},
-		{"forced", r.overridden},
-		{"single_point_in_time", r.single_point_in_time},
-		{"devices",
-		 {{"cache", diagnosis_json(r.cache)},
-		  {"backing", diagnosis_json(r.backing)},
-		  {"output", r.output ? nlohmann::json(*r.output) : nlohmann::json(nullptr)}}},
-		{"diagnosis",
-		 {{"nr_segments", r.nr_segments},
-		  {"max_id", r.max_id},
-		  {"last_flushed_id", r.last_flushed_id},
-		  {"last_writeback_id", r.last_writeback_id},
-		  {"kernel_stop", {{"reason", std::string(stop_reason_name(r.stop_reason))}, {"slot", optional_slot(r.stop_slot)}}},
-		  {"unreadable_header_slots", r.unreadable_header_slots},
-		  {"checksum_failed_slots", r.checksum_failed_slots},
-		  {"findings", findings}}},
-		{"segments", segments},
-		{"recovered",
-		 {{"extents", r.extents},
-		  {"sectors_from_cache", r.sectors_from_cache},
-		  {"sectors_rescued_from_clean_copies", r.sectors_rescued_clean},
-		  {"bytes_written", r.bytes_written}}},
-		{"lost", lost},
-		{"lost_sectors", r.lost_sectors()},
-		{"notes", r.notes},
-		{"nothing_lost", r.nothing_lost()},
-	};
-}
-
-void print_recovery(std::ostream& out, const RecoveryReport& r)
-{
-	auto device_line = [&](std::string_view name, const DeviceDiagnosis& d) {
-		if (d.unreadable.empty())
-			fmt::print(out, "{:<8} {} ({}): readable\n", name, d.path, human_bytes(d.size_bytes));
-		else
-			fmt::print(out, "{:<8} {} ({}): {} unreadable sector(s) in {} range(s)\n", name, d.path,
-				   human_bytes(d.size_bytes), d.unreadable.total_sectors(), d.unreadable.list().size());
-	};
-	out << "diagnosis\n";
-	device_line("cache", r.cache);
-	device_line("backing", r.backing);
-	if (!r.unreadable_header_slots.empty())
-		fmt::print(out, "  unreadable segment headers in slot(s): {}\n", fmt::join(r.unreadable_header_slots, ", "));
-	if (!r.checksum_failed_slots.empty())
-		fmt::print(out, "  segments failing their checksum in slot(s): {}\n", fmt::join(r.checksum_failed_slots, ", "));
-	fmt::print(out, "  log: max id {}, kernel replay applies up to segment {} (stop: {}{})\n", r.max_id,
-		   r.last_flushed_id, stop_reason_name(r.stop_reason),
-		   r.stop_slot ? fmt::format(" at slot {}", *r.stop_slot) : std::string());
-
-	fmt::print(out, "\npolicy: {}\n", r.salvage ? "salvage (beyond the kernel's consistent prefix)" : "kernel (consistent prefix of the log)");
-	if (!r.single_point_in_time)
-		out << "  note: the result is NOT a single point in time: it combines segments past a gap or damage\n";
-	for (const SegmentVerdict& v : r.segments)
-		if (v.reason != "used" && v.reason != "already-written-back")
-			fmt::print(out, "  slot {} segment {}: {} ({} of {} metablocks used)\n", v.slot, v.id, v.reason,
-				   v.metablocks_used, v.metablocks);
-	if (r.output)
-		fmt::print(out, "\nwritten to {} (the backing device was not modified)\n", *r.output);
-	fmt::print(out, "\nrecovered: {} sector(s) from the cache in {} write(s), {} unreadable backing sector(s) "
-			"restored from clean cache copies\n",
-		   r.sectors_from_cache, r.extents, r.sectors_rescued_clean);
-	for (const std::string& note : r.notes)
-		fmt::print(out, "  {}\n", note);
-	if (r.lost.empty()) {
-		out << "lost: nothing\n";
-	} else {
-		fmt::print(out, "lost: {} sector(s) in {} range(s) (backing sectors, 512 bytes each):\n", r.lost_sectors(),
-			   r.lost.size());
-		for (const LostRange& l : r.lost)
-			fmt::print(out, "  sectors {}..{} ({} sector(s)): {}\n", l.sector, l.sector + l.sectors - 1, l.sectors,
-				   loss_reason_name(l.reason));
-	}
 }
 
 } // namespace wbkit

@@ -6,12 +6,9 @@
 #include <future>
 #include <mutex>
 #include <fmt/format.h>
-#include <fmt/ostream.h>
 
 #include "wbkit/errors.hpp"
-#include "wbkit/inspect.hpp"
-#include "wbkit/progress.hpp"
-#include "wbkit/recover.hpp"
+#include "wbkit/tolerant_io.hpp"
 
 namespace wbkit {
 
@@ -375,9 +372,7 @@ void mark_cache_clean(Device& cache, const LogScan& scan)
 std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)
 {
 	const LogScan& scan = plan.scan();
-	std::vector<std::uint32_t> log_position(scan.slots.size(), ~0u);
-	for (std::size_t i = 0; i < scan.log.size(); ++i)
-		log_position[scan.log[i].slot] = std::uint32_t(i);
+	const std::vector<std::uint32_t> log_position = scan.log_positions();
 
 	std::vector<SegmentUse> uses;
 	if (scan.slots.empty())
@@ -391,43 +386,29 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)
 		const SlotInfo& info = scan.slots[slot];
 		if (info.state == SlotState::empty)
 			continue;
-		SegmentUse use{.slot = slot, .id = info.id, .state = info.state, .in_log = info.in_log};
-		if (scan.stop_slot && *scan.stop_slot == slot)
-			after_stop = true;
+		SegmentUse use{
+			.slot = slot, .id = info.id, .state = info.state, .in_kernel_log = info.in_log, .used = info.in_log};
+		const bool at_stop = scan.stop_slot && *scan.stop_slot == slot;
+		after_stop |= at_stop;
 		if (info.in_log) {
 			const std::uint32_t pos = log_position[slot];
 			use.sectors_replayed = plan.sectors_per_segment()[pos];
 			if (scan.log[pos].written_back)
-				use.reason = "already-written-back";
+				use.reason = SegmentReason::already_written_back;
 			else if (use.sectors_replayed > 0)
-				use.reason = "replayed";
+				use.reason = SegmentReason::replayed;
 			else
-				use.reason = "superseded";
-		} else if (scan.stop_slot && *scan.stop_slot == slot) {
-			const bool newest = info.id == scan.max_id;
-			switch (info.state) {
-			case SlotState::checksum_mismatch:
-				use.reason = newest ? "torn-newest-segment" : "checksum-mismatch";
-				break;
-			case SlotState::header_unreadable:
-			case SlotState::data_unreadable:
-				use.reason = "unreadable";
-				break;
-			case SlotState::legacy_checksum:
-				use.reason = "legacy-checksum";
-				break;
-			default:
-				use.reason = std::string(slot_state_name(info.state));
-				break;
-			}
-			use.data_left_behind = !newest || info.state != SlotState::checksum_mismatch;
-		} else if (after_stop) {
-			use.reason = "after-stop-point";
+				use.reason = SegmentReason::superseded;
+		} else if (after_stop && !at_stop) {
+			use.reason = SegmentReason::after_stop_point;
 			use.data_left_behind = info.state == SlotState::valid || info.state == SlotState::unverified;
 		} else {
-			use.reason = std::string(slot_state_name(info.state));
+			const bool newest = info.id == scan.max_id;
+			use.reason = left_out_reason(info.state, newest);
+			// A torn newest segment held no acknowledged write: nothing of it is missed.
+			use.data_left_behind = at_stop && (!newest || info.state != SlotState::checksum_mismatch);
 		}
-		uses.push_back(std::move(use));
+		uses.push_back(use);
 	}
 	return uses;
 }
@@ -501,92 +482,6 @@ std::vector<std::string> check_replay_safety(const Device& cache, const Device& 
 		overridden.push_back(what + "; those sectors are not replayed");
 	}
 	return overridden;
-}
-
-nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run)
-{
-	const LogScan& scan = plan.scan();
-	const ReplaySummary& s = plan.summary();
-	nlohmann::json segments = nlohmann::json::array();
-	for (const SegmentUse& use : segment_uses(plan))
-		segments.push_back({{"slot", use.slot},
-				    {"id", use.id},
-				    {"state", std::string(slot_state_name(use.state))},
-				    {"used", use.in_log},
-				    {"reason", use.reason},
-				    {"sectors_replayed", use.sectors_replayed}});
-	nlohmann::json doc = {
-		{"cache", run.cache_path},
-		{"backing", run.backing_path},
-		{"dry_run", run.dry_run},
-		{"log",
-		 {{"nr_segments", scan.geometry.nr_segments},
-		  {"max_id", scan.max_id},
-		  {"oldest_id", scan.oldest_id()},
-		  {"last_flushed_id", scan.last_flushed_id},
-		  {"last_writeback_id", scan.last_writeback_id},
-		  {"stop_reason", std::string(stop_reason_name(scan.stop_reason))},
-		  {"stop_slot", scan.stop_slot ? nlohmann::json(*scan.stop_slot) : nlohmann::json(nullptr)}}},
-		{"plan",
-		 {{"segments_in_log", s.segments_in_log},
-		  {"segments_written_back", s.segments_written_back},
-		  {"segments_contributing", s.segments_contributing},
-		  {"dirty_blocks", s.dirty_blocks},
-		  {"dirty_sectors", s.dirty_sectors},
-		  {"bytes", s.bytes},
-		  {"extents", s.extents},
-		  {"skipped_sectors", s.skipped_sectors},
-		  {"max_extent_bytes", plan.options().max_extent_bytes}}},
-		{"segments", segments},
-		{"not_replayed", run.shortfalls},
-		{"forced", run.overridden},
-		{"scan_seconds", run.scan_seconds},
-		{"marked_clean", run.marked_clean},
-		{"mark_clean_refused", run.mark_clean_refused.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.mark_clean_refused)},
-	};
-	if (run.result)
-		doc["written"] = {{"bytes", run.result->bytes_written},
-				  {"extents", run.result->extents_written},
-				  {"write_requests", run.result->write_requests},
-				  {"read_requests", run.result->read_requests},
-				  {"seconds", run.result->seconds},
-				  {"backing_flushed", true}};
-	else
-		doc["written"] = nullptr;
-	return doc;
-}
-
-void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run)
-{
-	const LogScan& scan = plan.scan();
-	const ReplaySummary& s = plan.summary();
-	fmt::print(out, "cache    {} ({})\n", run.cache_path, human_bytes(scan.geometry.cache_bytes));
-	fmt::print(out, "backing  {}\n", run.backing_path);
-	if (scan.log.empty())
-		fmt::print(out, "log      empty: nothing to replay\n");
-	else
-		fmt::print(out, "log      segments {}..{} ({} in the log), last_flushed_id {}, last_writeback_id {}, stop: {}\n",
-			   scan.oldest_id(), scan.last_flushed_id, scan.log.size(), scan.last_flushed_id,
-			   scan.last_writeback_id, stop_reason_name(scan.stop_reason));
-	for (const SegmentUse& use : segment_uses(plan))
-		if (!use.in_log)
-			fmt::print(out, "unused   segment {} (slot {}): {}\n", use.id, use.slot, use.reason);
-	fmt::print(out, "plan     {} dirty block(s), {} dirty sector(s), {} in {} write extent(s) from {} segment(s)\n",
-		   s.dirty_blocks, s.dirty_sectors, human_bytes(s.bytes), s.extents, s.segments_contributing);
-	for (const std::string& o : run.overridden)
-		fmt::print(out, "forced   {}\n", o);
-	if (run.dry_run)
-		out << "dry run: nothing was written\n";
-	else if (run.result)
-		fmt::print(out, "wrote    {} in {} write request(s); the backing device is flushed\n",
-			   human_bytes(run.result->bytes_written), run.result->write_requests);
-	for (const std::string& why : run.shortfalls)
-		fmt::print(out, "NOT REPLAYED: {}\n", why);
-	if (run.marked_clean)
-		fmt::print(out, "marked clean: superblock record = {} (the target will not replay this log again)\n",
-			   scan.last_flushed_id);
-	if (!run.mark_clean_refused.empty())
-		fmt::print(out, "not marked clean: {}\n", run.mark_clean_refused);
 }
 
 } // namespace wbkit

@@ -70,7 +70,7 @@ struct SuperblockInfo {
 
 // A ReplayPlan object over a scan; cache.cpp's Cache.replay_plan() makes it.
 py::object make_plan(std::shared_ptr<const LogScan> scan, std::optional<std::uint64_t> backing_sectors,
-	       std::uint64_t max_extent_bytes, std::string cache_path, std::string backing_path);
+		     std::uint64_t max_extent_bytes, std::string cache_path, std::string backing_path);
 
 // Python ints are unbounded and signed; the library's offsets and ids are
 // uint64_t. A negative or oversized argument is a ValueError, as for any
@@ -83,6 +83,9 @@ std::string enum_member_name(std::string_view stable_name);
 
 // JSON documents from inspect.hpp as Python objects (dicts, lists, ints).
 py::object json_to_python(const std::string& text);
+
+// Python's spelling of a bool, for reprs.
+inline const char* py_bool(bool b) { return b ? "True" : "False"; }
 
 // The repr of an optional value: None or the number.
 template <typename T>
@@ -128,11 +131,14 @@ struct native_enum_caster {
 
 } // namespace pybind11::detail
 
+// clang-format 14 would split the empty struct body over two lines.
+// clang-format off
 #define WBKIT_NATIVE_ENUM(E)                                                                                          \
 	namespace pybind11::detail {                                                                                  \
 	template <>                                                                                                   \
 	struct type_caster<E> : native_enum_caster<E> {};                                                            \
 	}
+// clang-format on
 
 WBKIT_NATIVE_ENUM(wbkit::Severity)
 WBKIT_NATIVE_ENUM(wbkit::FindingCode)

@@ -74,8 +74,9 @@ void bind_findings(py::module_& m)
 		.def_property_readonly("segment_id", [](const Place& p) { return opt_object(p.segment_id); })
 		.def_property_readonly("metablock", [](const Place& p) { return opt_object(p.metablock); })
 		.def_property_readonly("backing_sector", [](const Place& p) { return opt_object(p.backing_sector); })
-		.def_property_readonly("cache_offset", [](const Place& p) { return opt_object(p.cache_offset); },
-				       "Byte offset on the cache device.")
+		.def_property_readonly(
+			"cache_offset", [](const Place& p) { return opt_object(p.cache_offset); },
+			"Byte offset on the cache device.")
 		.def("__repr__", &place_repr);
 
 	py::class_<Finding>(m, "Finding", "Damage or an oddity found on the cache: code, severity, place, message.")
@@ -83,8 +84,9 @@ void bind_findings(py::module_& m)
 		.def_readonly("severity", &Finding::severity, "A Severity.")
 		.def_readonly("place", &Finding::place, "A Place.")
 		.def_readonly("message", &Finding::message, "What was found, for people.")
-		.def_property_readonly("name", [](const Finding& f) { return std::string(f.name()); },
-				       "The code's stable kebab-case name.")
+		.def_property_readonly(
+			"name", [](const Finding& f) { return std::string(f.name()); },
+			"The code's stable kebab-case name.")
 		.def_property_readonly("place_text", &Finding::place_text, "The place for people: 'slot 3, segment 12'.")
 		.def("__str__", [](const Finding& f) {
 			return fmt::format("{} {} {}: {}", severity_name(f.severity), f.name(), f.place_text(), f.message);

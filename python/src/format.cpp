@@ -40,32 +40,28 @@ void bind_format(py::module_& m)
 	m.attr("MAGIC") = superblock_magic;
 	m.attr("SB_RECORD_OFFSET") = std::uint64_t(WB_SB_RECORD_OFFSET);
 
-	py::class_<Geometry>(m, "Geometry", "Where things lie on a cache device of a given size (FORMAT.md, Geometry).")
+	py::class_<Geometry>(m, "Geometry", "Where things lie on a cache device of a given size (docs/FORMAT.md, Geometry).")
 		.def_static(
 			"for_cache_bytes", [](const py::int_& bytes) { return Geometry::for_cache_bytes(to_u64(bytes, "cache_bytes")); },
 			py::arg("cache_bytes"), "The geometry of a cache device of this many bytes.")
 		.def_readonly("cache_bytes", &Geometry::cache_bytes, "Size of the cache device in bytes.")
 		.def_readonly("nr_segments", &Geometry::nr_segments, "Number of segment slots; 0 if the cache is too small.")
-		.def_property_readonly_static("blocks_per_segment", [](py::object) { return blocks_per_segment; },
-					      "Data blocks (4 KiB) per segment: 127.")
-		.def_property_readonly_static("segment_bytes", [](py::object) { return segment_size; },
-					      "Bytes per segment: 512 KiB.")
-		.def_property_readonly_static("block_bytes", [](py::object) { return block_size; }, "Bytes per cache block: 4 KiB.")
+		.def_property_readonly_static(
+			"blocks_per_segment", [](py::object) { return blocks_per_segment; },
+			"Data blocks (4 KiB) per segment: 127.")
+		.def_property_readonly_static(
+			"segment_bytes", [](py::object) { return segment_size; },
+			"Bytes per segment: 512 KiB.")
+		.def_property_readonly_static(
+			"block_bytes", [](py::object) { return block_size; }, "Bytes per cache block: 4 KiB.")
 		.def(
 			"slot_offset",
-			[](const Geometry& g, const py::int_& slot) {
-				std::uint64_t k = to_u64(slot, "slot");
-				if (k >= g.nr_segments)
-					throw py::value_error(fmt::format("slot {} is past the last slot ({} slots)", k, g.nr_segments));
-				return g.slot_offset(k);
-			},
+			[](const Geometry& g, const py::int_& slot) { return g.slot_offset(g.checked_slot(to_u64(slot, "slot"))); },
 			py::arg("slot"), "Byte offset of slot k on the cache device.")
 		.def(
 			"data_block_offset",
 			[](const Geometry& g, const py::int_& slot, unsigned index) {
-				std::uint64_t k = to_u64(slot, "slot");
-				if (k >= g.nr_segments)
-					throw py::value_error(fmt::format("slot {} is past the last slot ({} slots)", k, g.nr_segments));
+				const std::uint64_t k = g.checked_slot(to_u64(slot, "slot"));
 				if (index >= blocks_per_segment)
 					throw py::value_error(fmt::format("block index {} is not in 0..{}", index, blocks_per_segment - 1));
 				return g.data_block_offset(k, index);
@@ -73,14 +69,7 @@ void bind_format(py::module_& m)
 			py::arg("slot"), py::arg("index"), "Byte offset of data block `index` (0..126) of slot k.")
 		.def(
 			"slot_of_id",
-			[](const Geometry& g, const py::int_& id) {
-				std::uint64_t n = to_u64(id, "id");
-				if (n == 0)
-					throw py::value_error("segment ids start at 1");
-				if (g.nr_segments == 0)
-					throw py::value_error("the cache has no segment slots");
-				return g.slot_of_id(n);
-			},
+			[](const Geometry& g, const py::int_& id) { return g.checked_slot_of_id(to_u64(id, "id")); },
 			py::arg("id"), "The slot that segment `id` lives in: (id - 1) mod nr_segments.")
 		.def("__eq__", [](const Geometry& a, const Geometry& b) { return a.cache_bytes == b.cache_bytes; })
 		.def("__hash__", [](const Geometry& g) { return py::hash(py::int_(g.cache_bytes)); })

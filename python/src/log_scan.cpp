@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "bindings.hpp"
-#include "wbkit/inspect.hpp"
+#include "wbkit/report.hpp"
 
 namespace wbkit::python {
 
@@ -110,8 +110,6 @@ void bind_view(py::module_& m, const char* doc)
 		});
 }
 
-const char* py_bool(bool b) { return b ? "True" : "False"; }
-
 } // namespace
 
 void bind_log_scan(py::module_& m)
@@ -135,10 +133,12 @@ void bind_log_scan(py::module_& m)
 	py::class_<SuperblockInfo>(m, "Superblock", "The superblock: magic in sector 0, record in sector 2047.")
 		.def_readonly("readable", &SuperblockInfo::readable, "Sector 0 and sector 2047 could be read.")
 		.def_property_readonly("magic", [](const SuperblockInfo& s) { return s.header.magic; })
-		.def_property_readonly("magic_ok", [](const SuperblockInfo& s) { return s.header.magic_ok; },
-				       "The magic is 'WBst'; without it the target would format the cache.")
-		.def_property_readonly("padding_nonzero", [](const SuperblockInfo& s) { return s.header.rest_nonzero; },
-				       "Sector 0 holds non-zero bytes after the magic.")
+		.def_property_readonly(
+			"magic_ok", [](const SuperblockInfo& s) { return s.header.magic_ok; },
+			"The magic is 'WBst'; without it the target would format the cache.")
+		.def_property_readonly(
+			"padding_nonzero", [](const SuperblockInfo& s) { return s.header.rest_nonzero; },
+			"Sector 0 holds non-zero bytes after the magic.")
 		.def_readonly("record", &SuperblockInfo::record,
 			      "last_writeback_segment_id as stored in sector 2047 (usually 0: never written).")
 		.def("__repr__", [](const SuperblockInfo& s) {
@@ -164,10 +164,12 @@ void bind_log_scan(py::module_& m)
 				}
 			},
 			"The checksum the scan computed, or None where it computed none.")
-		.def_property_readonly("state", [](const SlotEntry& e) { return e.info.state; }, "A SlotState.")
+		.def_property_readonly(
+			"state", [](const SlotEntry& e) { return e.info.state; }, "A SlotState.")
 		.def_property_readonly("checksum_ok", [](const SlotEntry& e) { return e.info.state == SlotState::valid; })
-		.def_property_readonly("in_log", [](const SlotEntry& e) { return e.info.in_log; },
-				       "The replay walk applied this segment.")
+		.def_property_readonly(
+			"in_log", [](const SlotEntry& e) { return e.info.in_log; },
+			"The replay walk applied this segment.")
 		.def("__repr__", [](const SlotEntry& e) {
 			return fmt::format("SlotInfo(slot={}, id={}, length={}, state=SlotState.{}, in_log={})", e.slot, e.info.id,
 					   e.info.length,
@@ -187,18 +189,24 @@ void bind_log_scan(py::module_& m)
 	py::class_<IndexEntry>(m, "SectorSource",
 			       "The newest cache copy of some sectors of one 4 KiB backing block: one entry of the "
 			       "scan's index.")
-		.def_property_readonly("block_sector", [](const IndexEntry& e) { return e.source.block_sector; },
-				       "Backing sector of the 4 KiB block (the metablock's sector).")
-		.def_property_readonly("sectors", [](const IndexEntry& e) { return e.source.sectors; },
-				       "Mask: sectors of the block this copy is the newest for.")
-		.def_property_readonly("dirty", [](const IndexEntry& e) { return e.source.dirty; },
-				       "Mask: sectors that are dirty and not yet written back.")
-		.def_property_readonly("dirty_bits", [](const IndexEntry& e) { return e.source.dirty_bits; },
-				       "The metablock's own dirty_bits.")
-		.def_property_readonly("metablock", [](const IndexEntry& e) { return e.source.metablock; },
-				       "Index of the metablock (= data block) within its segment.")
-		.def_property_readonly("log_index", [](const IndexEntry& e) { return e.source.log_index; },
-				       "Position of the segment in LogScan.log.")
+		.def_property_readonly(
+			"block_sector", [](const IndexEntry& e) { return e.source.block_sector; },
+			"Backing sector of the 4 KiB block (the metablock's sector).")
+		.def_property_readonly(
+			"sectors", [](const IndexEntry& e) { return e.source.sectors; },
+			"Mask: sectors of the block this copy is the newest for.")
+		.def_property_readonly(
+			"dirty", [](const IndexEntry& e) { return e.source.dirty; },
+			"Mask: sectors that are dirty and not yet written back.")
+		.def_property_readonly(
+			"dirty_bits", [](const IndexEntry& e) { return e.source.dirty_bits; },
+			"The metablock's own dirty_bits.")
+		.def_property_readonly(
+			"metablock", [](const IndexEntry& e) { return e.source.metablock; },
+			"Index of the metablock (= data block) within its segment.")
+		.def_property_readonly(
+			"log_index", [](const IndexEntry& e) { return e.source.log_index; },
+			"Position of the segment in LogScan.log.")
 		.def_readonly("segment_id", &IndexEntry::segment_id)
 		.def_readonly("slot", &IndexEntry::slot)
 		.def_readonly("cache_offset", &IndexEntry::cache_offset, "Byte offset of the data block on the cache device.")
@@ -227,20 +235,26 @@ void bind_log_scan(py::module_& m)
 					       const LogScan& s = scan_of(r);
 					       return SuperblockInfo{s.superblock_readable, s.superblock, s.sb_record};
 				       })
-		.def_property_readonly("verified", [=](const ScanRef& r) { return scan_of(r).verified; },
-				       "Checksums were verified; False for a headers-only scan.")
-		.def_property_readonly("max_id", [=](const ScanRef& r) { return scan_of(r).max_id; },
-				       "The largest segment id on the cache.")
-		.def_property_readonly("oldest_id", [=](const ScanRef& r) { return scan_of(r).oldest_id(); },
-				       "Id of the first segment the replay applies, 0 if none.")
-		.def_property_readonly("newest_id", [=](const ScanRef& r) { return scan_of(r).last_flushed_id; },
-				       "Id of the last segment the replay applies (= last_flushed_id).")
+		.def_property_readonly(
+			"verified", [=](const ScanRef& r) { return scan_of(r).verified; },
+			"Checksums were verified; False for a headers-only scan.")
+		.def_property_readonly(
+			"max_id", [=](const ScanRef& r) { return scan_of(r).max_id; },
+			"The largest segment id on the cache.")
+		.def_property_readonly(
+			"oldest_id", [=](const ScanRef& r) { return scan_of(r).oldest_id(); },
+			"Id of the first segment the replay applies, 0 if none.")
+		.def_property_readonly(
+			"newest_id", [=](const ScanRef& r) { return scan_of(r).last_flushed_id; },
+			"Id of the last segment the replay applies (= last_flushed_id).")
 		.def_property_readonly("last_flushed_id", [=](const ScanRef& r) { return scan_of(r).last_flushed_id; })
 		.def_property_readonly("last_writeback_id", [=](const ScanRef& r) { return scan_of(r).last_writeback_id; })
-		.def_property_readonly("stop_reason", [=](const ScanRef& r) { return scan_of(r).stop_reason; },
-				       "A StopReason: why the replay walk ended.")
-		.def_property_readonly("stop_slot", [=](const ScanRef& r) { return opt_object(scan_of(r).stop_slot); },
-				       "The slot where the walk stopped, or None.")
+		.def_property_readonly(
+			"stop_reason", [=](const ScanRef& r) { return scan_of(r).stop_reason; },
+			"A StopReason: why the replay walk ended.")
+		.def_property_readonly(
+			"stop_slot", [=](const ScanRef& r) { return opt_object(scan_of(r).stop_slot); },
+			"The slot where the walk stopped, or None.")
 		.def_property_readonly(
 			"stop_segment_id",
 			[=](const ScanRef& r) -> py::object {
@@ -248,16 +262,20 @@ void bind_log_scan(py::module_& m)
 				return s.stop_slot ? py::object(py::int_(s.slots[*s.stop_slot].id)) : py::object(py::none());
 			},
 			"Id of the segment in the slot where the walk stopped, or None.")
-		.def_property_readonly("discarded_segments", [=](const ScanRef& r) { return scan_of(r).discarded_segments; },
-				       "Good segments after the stop point, which the kernel discards.")
+		.def_property_readonly(
+			"discarded_segments", [=](const ScanRef& r) { return scan_of(r).discarded_segments; },
+			"Good segments after the stop point, which the kernel discards.")
 		.def_property_readonly("dirty_blocks", [=](const ScanRef& r) { return scan_of(r).dirty_blocks; })
 		.def_property_readonly("dirty_sectors", [=](const ScanRef& r) { return scan_of(r).dirty_sectors; })
-		.def_property_readonly("writeback_bytes", [=](const ScanRef& r) { return scan_of(r).writeback_bytes(); },
-				       "Bytes a replay writes to the backing device.")
-		.def_property_readonly("replayable", [=](const ScanRef& r) { return scan_of(r).replayable(); },
-				       "The superblock is readable and formatted and there is at least one slot.")
-		.def_property_readonly("damage", [=](const ScanRef& r) { return has_damage(scan_of(r).findings); },
-				       "Some finding is a warning or an error (wbdump would exit 1).")
+		.def_property_readonly(
+			"writeback_bytes", [=](const ScanRef& r) { return scan_of(r).writeback_bytes(); },
+			"Bytes a replay writes to the backing device.")
+		.def_property_readonly(
+			"replayable", [=](const ScanRef& r) { return scan_of(r).replayable(); },
+			"The superblock is readable and formatted and there is at least one slot.")
+		.def_property_readonly(
+			"damage", [=](const ScanRef& r) { return has_damage(scan_of(r).findings); },
+			"Some finding is a warning or an error (wbdump would exit 1).")
 		.def_property_readonly("findings", [](const ScanRef& r) { return View<FindingsTag>{r.scan}; })
 		.def_property_readonly("slots", [](const ScanRef& r) { return View<SlotsTag>{r.scan}; })
 		.def_property_readonly("log", [](const ScanRef& r) { return View<LogTag>{r.scan}; })
@@ -272,7 +290,7 @@ void bind_log_scan(py::module_& m)
 			py::arg("sector"),
 			"The SectorSource that decides a backing sector, or None: the backing device holds it.")
 		.def(
-			"to_json", [=](const ScanRef& r) { return json_to_python(scan_json(scan_of(r), r.cache_path).dump()); },
+			"to_json", [=](const ScanRef& r) { return json_to_python(scan_json(scan_of(r), r.cache_path)); },
 			"The document wbdump --json prints, as a dict.")
 		.def(
 			"summary",

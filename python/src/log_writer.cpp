@@ -77,7 +77,8 @@ void bind_log_writer(py::module_& m)
 				w.get().write_clean(to_u64(sector, "sector"), contiguous_bytes(data, info));
 			},
 			py::arg("block_sector"), py::arg("block"), "A clean entry for one aligned 4 KiB block.")
-		.def("flush", [](Writer& w) { w.get().flush(); }, "Seal the open segment, if it holds anything.")
+		.def(
+			"flush", [](Writer& w) { w.get().flush(); }, "Seal the open segment, if it holds anything.")
 		.def(
 			"write_back_through", [](Writer& w, const py::int_& id) { w.get().write_back_through(to_u64(id, "id")); },
 			py::arg("id"), "Write back every sealed segment up to and including id.")
@@ -92,7 +93,8 @@ void bind_log_writer(py::module_& m)
 			[](Writer& w, const py::int_& id) { w.get().set_superblock_record(to_u64(id, "id")); }, py::arg("id"),
 			"Write the superblock record (last_writeback_segment_id).")
 		.def_property_readonly("geometry", [](Writer& w) { return w.get().geometry(); })
-		.def_property_readonly("open_id", [](Writer& w) { return w.get().open_id(); }, "Id of the segment being gathered.")
+		.def_property_readonly(
+			"open_id", [](Writer& w) { return w.get().open_id(); }, "Id of the segment being gathered.")
 		.def_property_readonly("last_flushed_id", [](Writer& w) { return w.get().last_flushed_id(); })
 		.def_property_readonly("last_writeback_id", [](Writer& w) { return w.get().last_writeback_id(); })
 		.def("close", &Writer::close, "Close the devices; the open segment is not flushed.")

@@ -5,6 +5,7 @@
 
 #include "bindings.hpp"
 #include "wbkit/replay.hpp"
+#include "wbkit/report.hpp"
 
 namespace wbkit::python {
 
@@ -22,12 +23,10 @@ struct Plan {
 	std::string backing_path;
 };
 
-const char* py_bool(bool b) { return b ? "True" : "False"; }
-
 } // namespace
 
 py::object make_plan(std::shared_ptr<const LogScan> scan, std::optional<std::uint64_t> backing_sectors,
-	       std::uint64_t max_extent_bytes, std::string cache_path, std::string backing_path)
+		     std::uint64_t max_extent_bytes, std::string cache_path, std::string backing_path)
 {
 	ReplayOptions options{.max_extent_bytes = max_extent_bytes, .backing_sectors = backing_sectors};
 	std::shared_ptr<const ReplayPlan> plan;
@@ -95,14 +94,16 @@ void bind_replay(py::module_& m)
 		.def_readonly("slot", &SegmentUse::slot)
 		.def_readonly("id", &SegmentUse::id)
 		.def_readonly("state", &SegmentUse::state, "A SlotState.")
-		.def_readonly("in_log", &SegmentUse::in_log)
+		.def_readonly("in_log", &SegmentUse::in_kernel_log)
 		.def_readonly("sectors_replayed", &SegmentUse::sectors_replayed)
-		.def_readonly("reason", &SegmentUse::reason, "Stable kebab-case reason, as wbreplay --json prints it.")
+		.def_property_readonly(
+			"reason", [](const SegmentUse& u) { return std::string(segment_reason_name(u.reason)); },
+			"Stable kebab-case reason, as wbreplay --json prints it.")
 		.def_readonly("data_left_behind", &SegmentUse::data_left_behind,
 			      "Readable data the kernel's replay does not take.")
 		.def("__repr__", [](const SegmentUse& u) {
 			return fmt::format("SegmentUse(slot={}, id={}, in_log={}, sectors_replayed={}, reason='{}')", u.slot, u.id,
-					   py_bool(u.in_log), u.sectors_replayed, u.reason);
+					   py_bool(u.in_kernel_log), u.sectors_replayed, segment_reason_name(u.reason));
 		});
 
 	py::class_<ExtentIterator>(m, "ExtentIterator")
@@ -118,10 +119,12 @@ void bind_replay(py::module_& m)
 	py::class_<Plan>(m, "ReplayPlan",
 			 "The writes a replay of the log makes to the backing device, sorted by destination and merged. "
 			 "Extents are computed as they are iterated. Made by Cache.replay_plan().")
-		.def_property_readonly("summary", [](const Plan& p) { return p.plan->summary(); }, "A ReplaySummary.")
+		.def_property_readonly(
+			"summary", [](const Plan& p) { return p.plan->summary(); }, "A ReplaySummary.")
 		.def_property_readonly("max_extent_bytes", [](const Plan& p) { return p.plan->options().max_extent_bytes; })
-		.def_property_readonly("backing_sectors", [](const Plan& p) { return opt_object(p.plan->options().backing_sectors); },
-				       "Size of the backing device in sectors, when known.")
+		.def_property_readonly(
+			"backing_sectors", [](const Plan& p) { return opt_object(p.plan->options().backing_sectors); },
+			"Size of the backing device in sectors, when known.")
 		.def_property_readonly(
 			"sectors_per_segment",
 			[](const Plan& p) {
@@ -160,7 +163,7 @@ void bind_replay(py::module_& m)
 					      .backing_path = p.backing_path,
 					      .dry_run = true,
 					      .shortfalls = replay_shortfalls(*p.plan)};
-				return json_to_python(replay_report_json(*p.plan, run).dump());
+				return json_to_python(replay_report_json(*p.plan, run));
 			},
 			"The document wbreplay --dry-run --json prints, as a dict.")
 		.def("__repr__", [](const Plan& p) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "wbkit/inspect.hpp"
+#include "wbkit/report.hpp"
 #include "wbkit/log_scan.hpp"
 
 using namespace wbkit;
@@ -44,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 	MemoryDevice cache("fuzz", std::move(image));
 	const bool verify = size > 0 && (data[size - 1] & 1);
 	LogScan scan = scan_log(cache, {.verify_checksums = verify, .backing_bytes = 1ULL << 30});
-	(void)scan_json(scan, "fuzz").dump();
+	(void)scan_json(scan, "fuzz");
 	for (std::uint64_t slot = 0; slot < fuzz_slots; ++slot)
 		(void)slot_json(inspect_slot(cache, scan.geometry, slot));
 	for (std::size_t i = 0; i < scan.index.size() && i < 16; ++i)

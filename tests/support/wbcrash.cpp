@@ -36,10 +36,10 @@
 
 #include "log_writes.hpp"
 #include "stamp_workload.hpp"
+#include "tool_main.hpp"
 #include "wbkit/errors.hpp"
 #include "wbkit/log_scan.hpp"
 #include "wbkit/replay.hpp"
-#include "wbkit/tool_main.hpp"
 
 namespace fs = std::filesystem;
 using namespace wbkit;

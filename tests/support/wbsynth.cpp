@@ -11,7 +11,7 @@
 #include <string>
 
 #include "wbkit/errors.hpp"
-#include "wbkit/tool_main.hpp"
+#include "tool_main.hpp"
 #include "wbkit/log_writer.hpp"
 
 namespace {

@@ -236,3 +236,78 @@ TEST_F(ScanCase, MetablocksAreVisitedInReplayOrder)
 	});
 	EXPECT_EQ(count, 6u * blocks_per_segment);
 }
+
+// Slots whose header lies in a hole of a sparse image are not read but taken
+// as the zeros a read returns (empty slots): the scan of the sparse file must
+// equal the scan of the same bytes in memory, where nothing is a hole.
+TEST(SparseScan, HolesAreEmptySlotsExactlyAsReadingThemGives)
+{
+	wbkit::testing::TempDir dir;
+	const std::uint64_t slots = 300;
+	const std::string path = dir.make_image("sparse.img", superblock_size + slots * segment_size);
+	{
+		auto cache = dir.open_rw(path);
+		AlignedBuffer sector(sector_size);
+		write_superblock_magic(sector.span());
+		cache->write_exact(0, sector.span());
+		LogWriter w(*cache, {.format = false});
+		for (unsigned i = 0; i < 5 * blocks_per_segment; ++i)
+			w.write(std::uint64_t(i) * 977 * block_sectors, pattern_bytes(block_size, i));
+		w.flush();
+		const Geometry g = w.geometry();
+		// Far out in the holes: a stray header (a valid-looking id in the wrong
+		// slot), and a header block whose only data is a byte in its last
+		// sector (id 0: empty), so a hole ends inside a header block.
+		AlignedBuffer block(2 * block_size); // its data block stays a hole: zeros
+		SegmentHeader stray;
+		stray.id = 2;
+		stray.length = 1;
+		stray.metablocks[0] = {.sector = 8, .dirty_bits = 0xff};
+		write_segment_header(block.span(), stray);
+		stray.checksum = segment_checksum(block.span(), 1);
+		write_segment_header(block.span(), stray);
+		cache->write_exact(g.slot_offset(200), block.span().first(block_size));
+		AlignedBuffer last(sector_size);
+		last.data()[sector_size - 1] = std::byte{1};
+		cache->write_exact(g.slot_offset(250) + block_size - sector_size, last.span());
+		cache->flush_or_throw();
+	}
+	auto file = open_device(path);
+	// The file has holes where the test expects them (else it proves nothing).
+	const Geometry g = Geometry::for_cache_bytes(file->size_bytes());
+	const Device::DataRange after_log = file->next_data(g.slot_offset(10));
+	EXPECT_GT(after_log.begin, g.slot_offset(10));
+	EXPECT_LE(after_log.begin, g.slot_offset(200));
+
+	std::vector<std::byte> bytes(file->size_bytes());
+	file->read_exact(0, bytes);
+	MemoryDevice memory("memory", std::move(bytes));
+	EXPECT_EQ(memory.next_data(12345).begin, 12345u); // a device without holes
+
+	for (bool verify : {true, false}) {
+		SCOPED_TRACE(verify);
+		const LogScan a = scan_log(*file, {.verify_checksums = verify});
+		const LogScan b = scan_log(memory, {.verify_checksums = verify});
+		ASSERT_EQ(a.slots.size(), b.slots.size());
+		for (std::size_t i = 0; i < a.slots.size(); ++i) {
+			EXPECT_EQ(a.slots[i].id, b.slots[i].id) << "slot " << i;
+			EXPECT_EQ(a.slots[i].state, b.slots[i].state) << "slot " << i;
+			EXPECT_EQ(a.slots[i].computed_checksum, b.slots[i].computed_checksum) << "slot " << i;
+		}
+		EXPECT_EQ(a.slots[200].id, 2u);
+		EXPECT_EQ(a.slots[200].state, verify ? SlotState::valid : SlotState::unverified);
+		EXPECT_EQ(a.slots[250].state, SlotState::empty);
+		ASSERT_EQ(a.findings.size(), b.findings.size());
+		for (std::size_t i = 0; i < a.findings.size(); ++i)
+			EXPECT_EQ(a.findings[i].message, b.findings[i].message);
+		EXPECT_TRUE(std::any_of(a.findings.begin(), a.findings.end(),
+					[](const Finding& f) { return f.code == FindingCode::slot_mismatch; }));
+		EXPECT_EQ(a.log.size(), b.log.size());
+		EXPECT_EQ(a.dirty_blocks, 5u * blocks_per_segment + 1); // and the stray's block
+		ASSERT_EQ(a.index.size(), b.index.size());
+		for (std::size_t i = 0; i < a.index.size(); ++i) {
+			EXPECT_EQ(a.index[i].block_sector, b.index[i].block_sector);
+			EXPECT_EQ(a.index[i].log_index, b.index[i].log_index);
+		}
+	}
+}

@@ -3,6 +3,7 @@
 // reported lost, and what the report says about every segment.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "replay_model.hpp"
@@ -10,6 +11,7 @@
 #include "wbkit/errors.hpp"
 #include "wbkit/log_writer.hpp"
 #include "wbkit/recover.hpp"
+#include "wbkit/report.hpp"
 
 using namespace wbkit;
 using namespace wbkit::testing;
@@ -90,9 +92,9 @@ private:
 	std::uint64_t seed_;
 };
 
-const SegmentVerdict& verdict_for_slot(const RecoveryReport& r, std::uint64_t slot)
+const SegmentUse& verdict_for_slot(const RecoveryReport& r, std::uint64_t slot)
 {
-	for (const SegmentVerdict& v : r.segments)
+	for (const SegmentUse& v : r.segments)
 		if (v.slot == slot)
 			return v;
 	throw std::logic_error("slot not in the report");
@@ -220,12 +222,12 @@ TEST(Recover, UnreadableHeaderOfAMiddleSlot)
 		EXPECT_EQ(r.stop_slot, slot);
 		EXPECT_EQ(r.last_flushed_id, 3u);
 		EXPECT_TRUE(r.cache.unreadable.contains(c.geometry.slot_offset(slot) / 512));
-		EXPECT_EQ(verdict_for_slot(r, slot).reason, "header-unreadable");
+		EXPECT_EQ(segment_reason_name(verdict_for_slot(r, slot).reason), "header-unreadable");
 		EXPECT_FALSE(r.nothing_lost());
 		EXPECT_TRUE(r.lost.empty()) << "nothing is known about the unreadable segment's blocks";
 		if (!salvage) {
 			EXPECT_TRUE(r.single_point_in_time);
-			EXPECT_EQ(verdict_for_slot(r, c.slot_of_batch(5)).reason, "after-stop-point");
+			EXPECT_EQ(segment_reason_name(verdict_for_slot(r, c.slot_of_batch(5)).reason), "after-stop-point");
 			EXPECT_GT(verdict_for_slot(r, c.slot_of_batch(5)).left_behind_sectors, 0u);
 			EXPECT_EQ(first_difference(c.backing_bytes(), c.expected({3, 4, 5, 6, 7})), -1);
 		} else {
@@ -253,7 +255,7 @@ TEST(Recover, UnreadableDataBlockInTheNewestSegment)
 		EXPECT_EQ(r.lost[0].reason, LossReason::cache_copy_unreadable);
 		EXPECT_EQ(r.stop_slot, slot);
 		EXPECT_FALSE(r.nothing_lost());
-		const SegmentVerdict& v = verdict_for_slot(r, slot);
+		const SegmentUse& v = verdict_for_slot(r, slot);
 		EXPECT_EQ(v.unreadable_dirty_sectors, 8u);
 		if (!salvage) {
 			EXPECT_FALSE(v.used);
@@ -262,7 +264,7 @@ TEST(Recover, UnreadableDataBlockInTheNewestSegment)
 		} else {
 			EXPECT_TRUE(v.used);
 			EXPECT_EQ(v.metablocks_used, 9u);
-			EXPECT_EQ(v.reason, "used-partially");
+			EXPECT_EQ(segment_reason_name(v.reason), "used-partially");
 			EXPECT_FALSE(r.single_point_in_time);
 			EXPECT_EQ(first_difference(c.backing_bytes(), c.expected({}, {{4, bad_block}})), -1);
 		}
@@ -292,7 +294,7 @@ TEST(Recover, TornNewestSegmentIsTheKernelsPrefixAndNoLoss)
 	const RecoveryReport r = recover(*cache, *backing, nullptr, {});
 	EXPECT_TRUE(r.nothing_lost());
 	EXPECT_EQ(r.checksum_failed_slots, std::vector<std::uint64_t>{3});
-	EXPECT_EQ(verdict_for_slot(r, 3).reason, "torn-newest-segment");
+	EXPECT_EQ(segment_reason_name(verdict_for_slot(r, 3).reason), "torn-newest-segment");
 	EXPECT_EQ(first_difference(read_all(*backing), prefix.image(std::vector<std::byte>(MiB))), -1);
 }
 
@@ -313,7 +315,7 @@ TEST(Recover, CorruptMiddleSegmentWithAndWithoutSalvage)
 		FaultInjectingDevice cache(open_device(c.cache_path));
 		const RecoveryReport r = recover_in_place(c, cache, salvage);
 		EXPECT_EQ(r.checksum_failed_slots, std::vector<std::uint64_t>{c.slot_of_batch(2)});
-		EXPECT_EQ(verdict_for_slot(r, c.slot_of_batch(2)).reason, "checksum-mismatch");
+		EXPECT_EQ(segment_reason_name(verdict_for_slot(r, c.slot_of_batch(2)).reason), "checksum-mismatch");
 		EXPECT_FALSE(verdict_for_slot(r, c.slot_of_batch(2)).used);
 		EXPECT_FALSE(r.nothing_lost());
 		EXPECT_EQ(r.single_point_in_time, !salvage);
@@ -433,7 +435,7 @@ TEST(Recover, ReportJsonCarriesTheDocumentedKeys)
 	FaultInjectingDevice cache(open_device(c.cache_path));
 	cache.fail_reads(c.geometry.data_block_offset(c.slot_of_batch(1), 0), 512);
 	const RecoveryReport r = recover_in_place(c, cache, false);
-	const auto j = recovery_json(r);
+	const auto j = nlohmann::json::parse(recovery_json(r));
 	EXPECT_EQ(j["policy"], "kernel");
 	EXPECT_FALSE(j["nothing_lost"].get<bool>());
 	EXPECT_FALSE(j["devices"]["cache"]["readable"].get<bool>());

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <fstream>
+#include <iterator>
+#include <set>
 
 #include "replay_model.hpp"
 #include "temp_image.hpp"
@@ -222,9 +225,9 @@ TEST(ReplayPlan, WrittenBackSegmentsAreNotReplayed)
 	EXPECT_EQ(plan.summary().dirty_blocks, 2u);
 	const auto uses = segment_uses(plan);
 	ASSERT_EQ(uses.size(), 4u);
-	EXPECT_EQ(uses[0].reason, "already-written-back");
-	EXPECT_EQ(uses[1].reason, "already-written-back");
-	EXPECT_EQ(uses[2].reason, "replayed");
+	EXPECT_EQ(segment_reason_name(uses[0].reason), "already-written-back");
+	EXPECT_EQ(segment_reason_name(uses[1].reason), "already-written-back");
+	EXPECT_EQ(segment_reason_name(uses[2].reason), "replayed");
 	EXPECT_EQ(uses[3].sectors_replayed, 8u);
 	EXPECT_TRUE(replay_shortfalls(plan).empty());
 }
@@ -287,9 +290,9 @@ TEST(ReplayPlan, TornNewestSegmentIsNotAShortfallButCorruptMiddleIs)
 		EXPECT_EQ(first_difference(read_all(*s.backing), prefix.image(s.base)), -1) << "torn " << torn;
 		const auto uses = segment_uses(plan);
 		ASSERT_EQ(uses.size(), 5u);
-		EXPECT_EQ(uses[torn ? 4 : 2].reason, torn ? "torn-newest-segment" : "checksum-mismatch");
+		EXPECT_EQ(segment_reason_name(uses[torn ? 4 : 2].reason), torn ? "torn-newest-segment" : "checksum-mismatch");
 		if (!torn) {
-			EXPECT_EQ(uses[3].reason, "after-stop-point");
+			EXPECT_EQ(segment_reason_name(uses[3].reason), "after-stop-point");
 		}
 	}
 }
@@ -421,4 +424,31 @@ TEST(ReplaySafety, Refusals)
 	auto tiny = dir.open_rw(dir.make_image("tiny.img", 4096));
 	const LogScan too_small = scan_log(*tiny);
 	EXPECT_THROW(check_replay_safety(*tiny, *s.backing, too_small, true), RefusedError);
+}
+
+TEST(SegmentReasons, EveryReasonHasOneUniqueDocumentedName)
+{
+	std::ifstream doc(std::string(WBKIT_SOURCE_DIR) + "/docs/recovery.md");
+	ASSERT_TRUE(doc) << "docs/recovery.md not found";
+	const std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+	std::set<std::string_view> names;
+	for (const SegmentReasonInfo& info : all_segment_reasons()) {
+		EXPECT_TRUE(names.insert(info.name).second) << info.name;
+		EXPECT_EQ(segment_reason_name(info.reason), info.name);
+		EXPECT_NE(text.find("`" + std::string(info.name) + "`"), std::string::npos)
+			<< "docs/recovery.md does not name " << info.name;
+	}
+	EXPECT_EQ(all_segment_reasons().size(), std::size_t(SegmentReason::slot_mismatch) + 1);
+}
+
+TEST(SegmentReasons, LeftOutSegmentsAreExplainedByTheirSlotState)
+{
+	EXPECT_EQ(left_out_reason(SlotState::checksum_mismatch, true), SegmentReason::torn_newest_segment);
+	EXPECT_EQ(left_out_reason(SlotState::checksum_mismatch, false), SegmentReason::checksum_mismatch);
+	EXPECT_EQ(left_out_reason(SlotState::legacy_checksum, true), SegmentReason::legacy_checksum);
+	EXPECT_EQ(left_out_reason(SlotState::header_unreadable, false), SegmentReason::unreadable);
+	EXPECT_EQ(left_out_reason(SlotState::data_unreadable, true), SegmentReason::unreadable);
+	EXPECT_EQ(left_out_reason(SlotState::length_too_large, false), SegmentReason::length_too_large);
+	EXPECT_EQ(left_out_reason(SlotState::valid, false), SegmentReason::after_stop_point);
+	EXPECT_EQ(left_out_reason(SlotState::unverified, true), SegmentReason::after_stop_point);
 }

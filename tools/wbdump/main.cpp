@@ -1,11 +1,10 @@
 // wbdump: dump and validate a writeboost cache device. Read-only.
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
 #include <iostream>
 
+#include "tool_main.hpp"
 #include "wbkit/errors.hpp"
-#include "wbkit/tool_main.hpp"
-#include "wbkit/inspect.hpp"
+#include "wbkit/report.hpp"
 
 namespace {
 
@@ -44,72 +43,27 @@ int run(const Options& o)
 	ScanOptions scan_options{.verify_checksums = !o.no_verify};
 	if (!o.backing.empty())
 		scan_options.backing_bytes = open_device(o.backing)->size_bytes();
-	LogScan scan = scan_log(*cache, scan_options);
+	const LogScan scan = scan_log(*cache, scan_options);
 
-	nlohmann::json doc;
-	if (o.json)
-		doc = scan_json(scan, o.cache);
-	else
-		print_summary(std::cout, scan, o.cache);
-
-	if (o.slot || o.segment) {
-		if (scan.geometry.nr_segments == 0)
-			throw UsageError("the cache has no segment slots");
-		std::uint64_t slot;
-		if (o.slot) {
-			if (*o.slot >= scan.geometry.nr_segments)
-				throw UsageError(fmt::format("--slot {} is past the last slot ({})", *o.slot,
-							     scan.geometry.nr_segments - 1));
-			slot = *o.slot;
-		} else {
-			if (*o.segment == 0)
-				throw UsageError("segment ids start at 1");
-			slot = scan.geometry.slot_of_id(*o.segment);
-			if (scan.slots[slot].id != *o.segment)
-				throw UsageError(fmt::format("segment {} is not on the cache (slot {} holds segment {})",
-							     *o.segment, slot, scan.slots[slot].id));
-		}
-		SlotDetail detail = inspect_slot(*cache, scan.geometry, slot);
-		if (o.json) {
-			doc["segment"] = slot_json(detail);
-			doc["segment"]["in_log"] = scan.slots[slot].in_log;
-		} else {
-			std::cout << '\n';
-			print_slot(std::cout, detail);
-		}
-	}
-
+	DumpReport report{.scan = scan, .cache_path = o.cache};
+	if (o.slot)
+		report.segment = inspect_slot(*cache, scan.geometry, scan.geometry.checked_slot(*o.slot));
+	else if (o.segment)
+		report.segment = inspect_segment(*cache, scan.geometry, *o.segment);
 	if (o.metablocks) {
-		nlohmann::json list = nlohmann::json::array();
-		if (!o.json)
-			std::cout << "\nmetablocks of the log, in replay order (segment, index, backing sector, dirty bits)\n";
+		report.metablocks.emplace();
 		for_each_log_metablock(*cache, scan, [&](const LogSegment& seg, unsigned i, const Metablock& mb) {
-			if (o.json)
-				list.push_back({{"segment_id", seg.id},
-						{"slot", seg.slot},
-						{"index", i},
-						{"sector", mb.sector},
-						{"dirty_bits", mb.dirty_bits}});
-			else
-				fmt::print("  {:>10} [{:3}] sector {:>12}  dirty_bits 0x{:02x}\n", seg.id, i, mb.sector,
-					   mb.dirty_bits);
+			report.metablocks->push_back(
+				LogMetablockRow{.segment_id = seg.id, .slot = seg.slot, .index = i, .metablock = mb});
 		});
-		if (o.json)
-			doc["metablocks"] = std::move(list);
 	}
-
-	if (o.block) {
-		SectorDetail detail = inspect_sector(*cache, scan, *o.block);
-		if (o.json) {
-			doc["block"] = sector_json(detail);
-		} else {
-			std::cout << '\n';
-			print_sector(std::cout, detail);
-		}
-	}
+	if (o.block)
+		report.block = inspect_sector(*cache, scan, *o.block);
 
 	if (o.json)
-		std::cout << doc.dump(2) << '\n';
+		std::cout << dump_json(report, 2) << '\n';
+	else
+		print_dump(std::cout, report);
 	return int(has_damage(scan.findings) ? ExitCode::damage : ExitCode::ok);
 }
 

@@ -5,10 +5,11 @@
 #include <fstream>
 #include <iostream>
 
+#include "progress.hpp"
+#include "tool_main.hpp"
 #include "wbkit/errors.hpp"
-#include "wbkit/progress.hpp"
 #include "wbkit/recover.hpp"
-#include "wbkit/tool_main.hpp"
+#include "wbkit/report.hpp"
 
 namespace {
 
@@ -89,7 +90,7 @@ int run(const Options& o)
 
 	print_recovery(std::cout, report);
 	if (report_file.is_open()) {
-		report_file << recovery_json(report).dump(2) << '\n';
+		report_file << recovery_json(report, 2) << '\n';
 		report_file.close();
 		if (!report_file)
 			throw IoError("cannot write the report file", o.report, errno);

@@ -5,10 +5,11 @@
 #include <fmt/format.h>
 #include <iostream>
 
+#include "progress.hpp"
+#include "tool_main.hpp"
 #include "wbkit/errors.hpp"
-#include "wbkit/progress.hpp"
-#include "wbkit/tool_main.hpp"
 #include "wbkit/replay.hpp"
+#include "wbkit/report.hpp"
 
 namespace {
 
@@ -95,7 +96,7 @@ int run(const Options& o)
 	}
 
 	if (o.json)
-		std::cout << replay_report_json(plan, report).dump(2) << '\n';
+		std::cout << replay_report_json(plan, report, 2) << '\n';
 	else
 		print_replay_report(std::cout, plan, report);
 	return int(report.shortfalls.empty() && report.mark_clean_refused.empty() ? ExitCode::ok : ExitCode::damage);

@@ -42,6 +42,16 @@ public:
 	virtual std::size_t required_alignment() const noexcept { return 1; }
 
 	// 0 on success, else an errno value. A read past the end is EIO.
+	// The next range at or after offset that may hold data: [begin, end). A
+	// sparse file's holes before begin (and from end on) read as zeros, so a
+	// reader may take them as such without reading. {size, size} when only
+	// holes follow. Devices that cannot tell say everything is data.
+	struct DataRange {
+		std::uint64_t begin = 0;
+		std::uint64_t end = 0;
+	};
+	virtual DataRange next_data(std::uint64_t offset) noexcept { return {offset, size_bytes()}; }
+
 	virtual int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept = 0;
 	virtual int write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept = 0;
 	virtual int flush() noexcept = 0;

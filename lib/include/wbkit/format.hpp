@@ -35,6 +35,11 @@ struct Geometry {
 	}
 	// The slot a segment id must live in; id must be non-zero.
 	std::uint64_t slot_of_id(std::uint64_t id) const { return wb_slot_of_id(id, nr_segments); }
+
+	// A slot or segment id a user asked for, checked: UsageError when the
+	// cache has no slots, the slot is past the last, or the id is 0.
+	std::uint64_t checked_slot(std::uint64_t slot) const;
+	std::uint64_t checked_slot_of_id(std::uint64_t id) const;
 };
 
 struct Metablock {
@@ -51,7 +56,7 @@ struct SegmentHeader {
 	std::uint64_t id = 0;
 	std::uint32_t checksum = 0;
 	std::uint8_t length = 0;
-	bool header_padding_nonzero = false;   // bytes 13..511
+	bool header_padding_nonzero = false;    // bytes 13..511
 	bool unused_metablocks_nonzero = false; // metablock area past length
 	std::array<Metablock, blocks_per_segment> metablocks{};
 

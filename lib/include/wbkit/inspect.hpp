@@ -1,12 +1,9 @@
-// Reports on a scanned cache: JSON documents with stable keys, text for
-// people, and the detail views (one segment, one backing sector). Shared by
-// wbdump, the Python module and the tests, so they all say the same thing.
+// The detail views of a cache: one slot read in full, and where the newest
+// copy of one backing sector lives. report.hpp renders them.
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +25,9 @@ struct SlotDetail {
 };
 
 SlotDetail inspect_slot(Device& cache, const Geometry& geometry, std::uint64_t slot);
+// The segment with this id, read from the slot it must live in. UsageError
+// when the id cannot be on this cache or that slot holds another segment.
+SlotDetail inspect_segment(Device& cache, const Geometry& geometry, std::uint64_t id);
 
 // Where the newest copy of one backing sector lives, and its 512 bytes.
 struct SectorDetail {
@@ -43,16 +43,5 @@ struct SectorDetail {
 };
 
 SectorDetail inspect_sector(Device& cache, const LogScan& scan, std::uint64_t backing_sector);
-
-nlohmann::json finding_json(const Finding& finding);
-nlohmann::json scan_json(const LogScan& scan, const std::string& cache_path);
-nlohmann::json slot_json(const SlotDetail& detail);
-nlohmann::json sector_json(const SectorDetail& detail);
-
-void print_summary(std::ostream& out, const LogScan& scan, const std::string& cache_path);
-void print_findings(std::ostream& out, const std::vector<Finding>& findings);
-void print_slot(std::ostream& out, const SlotDetail& detail);
-void print_sector(std::ostream& out, const SectorDetail& detail);
-void hexdump(std::ostream& out, std::span<const std::byte> data, std::uint64_t base_offset);
 
 } // namespace wbkit

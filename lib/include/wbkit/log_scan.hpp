@@ -1,4 +1,4 @@
-// The log scan: FORMAT.md's replay walk, exactly as the kernel target does it
+// The log scan: docs/FORMAT.md's replay walk, exactly as the kernel target does it
 // on construction, plus the validator's extra checks, and the resulting
 // kernel-equivalent state of every backing sector.
 #pragma once
@@ -91,8 +91,8 @@ struct LogScan {
 	std::uint64_t max_id = 0;
 	std::vector<LogSegment> log; // what the replay applies, oldest first
 	StopReason stop_reason = StopReason::empty_log;
-	std::optional<std::uint64_t> stop_slot{};// the slot the walk stopped at
-	std::uint64_t discarded_segments = 0;   // good segments after the stop point
+	std::optional<std::uint64_t> stop_slot{}; // the slot the walk stopped at
+	std::uint64_t discarded_segments = 0;     // good segments after the stop point
 
 	std::uint64_t last_flushed_id = 0;
 	std::uint64_t last_writeback_id = 0;
@@ -106,6 +106,9 @@ struct LogScan {
 	std::vector<Finding> findings;
 
 	std::uint64_t oldest_id() const { return log.empty() ? 0 : log.front().id; }
+	// Slot -> position in log, or not_in_log.
+	static constexpr std::uint32_t not_in_log = ~std::uint32_t(0);
+	std::vector<std::uint32_t> log_positions() const;
 	std::uint64_t writeback_bytes() const { return dirty_sectors * sector_size; }
 	bool replayable() const { return superblock_readable && superblock.magic_ok && geometry.nr_segments > 0; }
 
@@ -122,7 +125,7 @@ struct LogScan {
 // for reading at all. Unreadable ranges become findings.
 LogScan scan_log(Device& cache, const ScanOptions& options = {});
 
-// The kernel's newest-wins rule (FORMAT.md replay step 3) over metablock
+// The kernel's newest-wins rule (docs/FORMAT.md replay step 3) over metablock
 // entries whose log_index points into scan.log: fills scan.index,
 // dirty_blocks and dirty_sectors. scan_log() uses it for the kernel's log;
 // recovery uses it for a log it assembled itself (salvage).

@@ -74,7 +74,7 @@ private:
 	std::unordered_map<std::uint64_t, unsigned> open_index_; // block -> index in the open segment
 	std::unordered_map<std::uint64_t, BlockOwners> owners_;
 	std::map<std::uint64_t, std::vector<Metablock>> sealed_; // id -> metablocks, not yet written back
-	std::map<std::uint64_t, std::uint8_t> sealed_length_;     // id -> length, every segment on the cache
+	std::map<std::uint64_t, std::uint8_t> sealed_length_;    // id -> length, every segment on the cache
 };
 
 } // namespace wbkit

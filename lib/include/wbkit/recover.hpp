@@ -6,11 +6,7 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <ostream>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,58 +14,10 @@
 #include "wbkit/device.hpp"
 #include "wbkit/log_scan.hpp"
 #include "wbkit/replay.hpp"
+#include "wbkit/segment_use.hpp"
+#include "wbkit/tolerant_io.hpp"
 
 namespace wbkit {
-
-// Sorted, merged ranges of sectors.
-class SectorRanges {
-public:
-	void add(std::uint64_t first, std::uint64_t count);
-	bool contains(std::uint64_t sector) const;
-	bool intersects(std::uint64_t first, std::uint64_t count) const;
-	bool empty() const { return ranges_.empty(); }
-	std::uint64_t total_sectors() const;
-	// (first sector, count), ascending.
-	std::vector<std::pair<std::uint64_t, std::uint64_t>> list() const;
-
-private:
-	std::map<std::uint64_t, std::uint64_t> ranges_; // first -> end (exclusive)
-};
-
-// Called with the byte offset and length of each range that kept failing.
-using BadRangeSink = std::function<void(std::uint64_t offset, std::uint64_t length)>;
-
-// Reads buf; on error retries, then reads 4 KiB pieces, then sectors of the
-// failing pieces. Unreadable sectors are zero-filled and reported. Returns
-// true when everything was read.
-bool read_tolerant(Device& device, std::uint64_t offset, std::span<std::byte> buf, unsigned retries,
-		   const BadRangeSink& on_bad);
-// The same narrowing for writes; returns true when everything was written.
-bool write_tolerant(Device& device, std::uint64_t offset, std::span<const std::byte> buf, unsigned retries,
-		    const BadRangeSink& on_bad);
-
-// A read-only view of a failing device: every read is tolerant, unreadable
-// sectors read as zeros (read_at still says EIO) and are remembered.
-class TolerantReader final : public Device {
-public:
-	TolerantReader(Device& inner, unsigned retries) : inner_(inner), retries_(retries) {}
-
-	const SectorRanges& unreadable() const { return unreadable_; }
-
-	const std::string& path() const noexcept override { return inner_.path(); }
-	std::uint64_t size_bytes() const noexcept override { return inner_.size_bytes(); }
-	bool is_block_device() const noexcept override { return inner_.is_block_device(); }
-	DeviceIdentity identity() const noexcept override { return inner_.identity(); }
-	std::size_t required_alignment() const noexcept override { return inner_.required_alignment(); }
-	int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept override;
-	int write_at(std::uint64_t, std::span<const std::byte>) noexcept override;
-	int flush() noexcept override { return 0; }
-
-private:
-	Device& inner_;
-	unsigned retries_;
-	SectorRanges unreadable_;
-};
 
 enum class LossReason {
 	backing_unreadable,    // unreadable on the backing device, and the cache has no copy
@@ -105,21 +53,6 @@ struct DeviceDiagnosis {
 	SectorRanges unreadable;
 };
 
-// What recovery did with one non-empty slot.
-struct SegmentVerdict {
-	std::uint64_t slot = 0;
-	std::uint64_t id = 0; // 0 when the header could not be read
-	SlotState state = SlotState::empty;
-	bool in_kernel_log = false;
-	bool used = false;
-	unsigned metablocks = 0;          // known (readable) metablocks
-	unsigned metablocks_used = 0;
-	std::uint64_t sectors_replayed = 0;
-	std::uint64_t unreadable_dirty_sectors = 0; // dirty sectors whose data could not be read
-	std::uint64_t left_behind_sectors = 0;      // readable dirty sectors the policy did not take
-	std::string reason{};                        // stable, kebab-case
-};
-
 struct RecoveryReport {
 	bool salvage = false;
 	bool single_point_in_time = true; // false when salvage took data past the kernel's stop point
@@ -139,7 +72,7 @@ struct RecoveryReport {
 	std::vector<std::uint64_t> checksum_failed_slots;
 	std::vector<Finding> findings;
 
-	std::vector<SegmentVerdict> segments;
+	std::vector<SegmentUse> segments; // what recovery did with each non-empty slot
 	std::uint64_t extents = 0;
 	std::uint64_t sectors_from_cache = 0;    // dirty sectors written from the cache
 	std::uint64_t sectors_rescued_clean = 0; // unreadable backing sectors restored from clean cache copies
@@ -161,8 +94,5 @@ struct RecoveryReport {
 // backing device. Throws only for operational failures that stop everything
 // (the cache cannot be scanned at all, a flush fails).
 RecoveryReport recover(Device& cache, Device& backing, Device* output, const RecoverOptions& options);
-
-nlohmann::json recovery_json(const RecoveryReport& report);
-void print_recovery(std::ostream& out, const RecoveryReport& report);
 
 } // namespace wbkit

@@ -1,5 +1,5 @@
 // The replay engine: turns the kernel-equivalent state of a LogScan into
-// writes to the backing device (FORMAT.md, "Replay"), and executes them.
+// writes to the backing device (docs/FORMAT.md, "Replay"), and executes them.
 //
 // A plan is computed lazily from LogScan::index: extents come out sorted by
 // destination, adjacent dirty sectors merged up to a bounded size, so a plan
@@ -10,14 +10,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <ostream>
 #include <string>
 #include <vector>
 
 #include "wbkit/device.hpp"
 #include "wbkit/log_scan.hpp"
+#include "wbkit/segment_use.hpp"
 
 namespace wbkit {
 
@@ -149,17 +148,8 @@ ReplayResult execute_replay(const ReplayPlan& plan, Device& cache, Device& desti
 // device was flushed; flushes the cache itself.
 void mark_cache_clean(Device& cache, const LogScan& scan);
 
-// Why a non-empty slot's segment does or does not take part in the replay.
-struct SegmentUse {
-	std::uint64_t slot = 0;
-	std::uint64_t id = 0;
-	SlotState state = SlotState::empty;
-	bool in_log = false;
-	std::uint64_t sectors_replayed = 0;
-	std::string reason{}; // stable, kebab-case
-	bool data_left_behind = false; // readable data the kernel's replay does not take
-};
-
+// Every non-empty slot in ring order from the oldest, and what the kernel's
+// replay (this plan) does with it.
 std::vector<SegmentUse> segment_uses(const ReplayPlan& plan);
 
 // Things a kernel-policy replay leaves behind: empty when everything the cache
@@ -167,7 +157,7 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan);
 // never acknowledged as flushed.
 std::vector<std::string> replay_shortfalls(const ReplayPlan& plan);
 
-// The checks before anything is written (FORMAT.md's replay needs a formatted
+// The checks before anything is written (docs/FORMAT.md's replay needs a formatted
 // cache, a backing device that is not the cache and holds every block the log
 // names). Throws RefusedError; with `force`, the checks that can sensibly be
 // overridden are skipped and returned, worded for the user.
@@ -175,21 +165,5 @@ std::vector<std::string> check_replay_safety(const Device& cache, const Device& 
 					     bool force);
 // Refuses when two paths name the same device or file.
 void check_distinct(const Device& a, std::string_view a_role, const Device& b, std::string_view b_role);
-
-// What a wbreplay run did, for its report.
-struct ReplayRun {
-	std::string cache_path;
-	std::string backing_path;
-	bool dry_run = false;
-	std::optional<ReplayResult> result{}; // unset on a dry run
-	bool marked_clean = false;
-	std::string mark_clean_refused{}; // why --mark-clean was not carried out
-	std::vector<std::string> overridden{};
-	std::vector<std::string> shortfalls{};
-	double scan_seconds = 0;
-};
-
-nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run);
-void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run);
 
 } // namespace wbkit

@@ -59,7 +59,7 @@ st=\$(wb_dm_status wb)
 wb_report status_msg "\$st"
 set -- \$st
 shift 7
-wb_report cleared "\$( [ "\$*" = "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 10 writeback_threshold 0 nr_cur_batched_writeback 7 sync_data_interval 1 update_sb_record_interval 1 read_cache_threshold 0 dead 0 -" ] && echo yes || echo no)"
+wb_report cleared "\$( [ "\$*" = "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 12 writeback_threshold 0 nr_cur_batched_writeback 7 sync_data_interval 1 update_sb_record_interval 1 read_cache_threshold 0 dead -" ] && echo yes || echo no)"
 # More writes, no flush, then the power goes: sync_data_interval saves them.
 \$WBSTAMP write /dev/mapper/wb $W --first 401 --ops 500 --flush-every 0 >/dev/null 2>&1 || wb_fail "writes failed"
 sleep 3

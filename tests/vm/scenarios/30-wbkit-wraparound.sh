@@ -3,6 +3,10 @@
 # size; the ring must wait for writeback instead of overwriting dirty
 # segments. The wrapped log is replayed after a remove, then drop_caches
 # writes everything back and the backing device alone holds the data.
+# Last, fio verifies what it wrote while it writes (verify_backlog) with
+# several jobs, 4 KiB and 512-byte writes, on that wrapping cache: read hits
+# remapped to the cache device, reads out of RAM buffers and partial writes
+# that merge an older copy race with writeback reusing the slots.
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
@@ -36,12 +40,24 @@ set -- \$st
 [ "\$5" = "\$6" ] && [ "\$7" = 0 ] && wb_report clean yes || wb_report clean no
 \$DMSETUP remove wb || wb_fail "remove failed"
 wb_stamp verify_backing verify /dev/vda $W --flushed 8000
+wb_dm_create wb "\$table"
+if \$FIO --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --loops=2 \\
+	--verify=crc32c --verify_backlog=16 --verify_fatal=1 --filename=\$dev \\
+	--name=b4k --bs=4k --size=4M --numjobs=3 --offset_increment=8M \\
+	--name=b512 --bs=512 --size=1M --offset=32M >/tmp/fio.out 2>&1; then
+	wb_report race ok
+else
+	tail -n 5 /tmp/fio.out; wb_report race failed
+fi
+wb_report status_race "\$(wb_dm_status wb)"
+\$DMSETUP remove wb || wb_fail "remove failed"
 GUEST
 echo "wrap-around: ${VM_ELAPSED}s"
 echo "status after writing: $(vm_result status_written)"
 echo "status after drop_caches: $(vm_result status_dropped)"
+echo "status after the fio race: $(vm_result status_race)"
 [ "$rc" = 0 ] || exit 1
-for k in write verify_live verify_replayed verify_backing; do
+for k in write verify_live verify_replayed verify_backing race; do
 	wbkit_expect "$k" ok || exit 1
 done
 wbkit_expect clean yes

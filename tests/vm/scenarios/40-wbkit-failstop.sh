@@ -41,7 +41,7 @@ check() {
 	st=$(wb_dm_status wb)
 	wb_report "status_$1" "$st"
 	case "$st" in
-	*"dead 1 $2"*) wb_report "dead_$1" yes ;;
+	*"dead $2"*) wb_report "dead_$1" yes ;;
 	*) wb_report "dead_$1" no ;;
 	esac
 	before=$(sums)

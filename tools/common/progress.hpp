@@ -11,11 +11,11 @@
 
 namespace wbkit {
 
-std::string human_bytes(std::uint64_t bytes);
-
 class ProgressReporter {
 public:
-	enum class Mode { none, bar, lines };
+	enum class Mode { none,
+			  bar,
+			  lines };
 
 	// Picks bar or lines from whether `stream` is a terminal.
 	ProgressReporter(std::string tool, bool quiet, std::FILE* stream = stderr);

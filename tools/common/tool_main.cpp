@@ -1,4 +1,4 @@
-#include "wbkit/tool_main.hpp"
+#include "tool_main.hpp"
 
 #include <iostream>
 

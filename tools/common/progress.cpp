@@ -1,22 +1,11 @@
-#include "wbkit/progress.hpp"
+#include "progress.hpp"
 
 #include <fmt/format.h>
-#include <iterator>
 #include <unistd.h>
 
-namespace wbkit {
+#include "wbkit/report.hpp"
 
-std::string human_bytes(std::uint64_t bytes)
-{
-	const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-	double value = double(bytes);
-	unsigned unit = 0;
-	while (value >= 1024 && unit + 1 < std::size(units)) {
-		value /= 1024;
-		++unit;
-	}
-	return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, units[unit]);
-}
+namespace wbkit {
 
 ProgressReporter::ProgressReporter(std::string tool, bool quiet, std::FILE* stream)
 	: tool_(std::move(tool)), stream_(stream),

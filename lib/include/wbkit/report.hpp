@@ -1,0 +1,77 @@
+// Rendering: the JSON documents (stable keys, documented in the README) and
+// the text for people that the tools print and the Python module returns.
+// Only the tools, the bindings and the tests include this; the engines
+// (scan, inspect, replay, recover) produce data and know nothing of it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "wbkit/findings.hpp"
+#include "wbkit/inspect.hpp"
+#include "wbkit/log_scan.hpp"
+#include "wbkit/recover.hpp"
+#include "wbkit/replay.hpp"
+
+namespace wbkit {
+
+// "1.5 GiB": sizes for people, powers of 1024.
+std::string human_bytes(std::uint64_t bytes);
+
+// Every *_json function returns one JSON document as text: compact when
+// indent < 0, else pretty-printed with indent spaces per level.
+
+std::string scan_json(const LogScan& scan, const std::string& cache_path, int indent = -1);
+std::string slot_json(const SlotDetail& detail, int indent = -1);
+std::string sector_json(const SectorDetail& detail, int indent = -1);
+
+void print_summary(std::ostream& out, const LogScan& scan, const std::string& cache_path);
+void print_findings(std::ostream& out, const std::vector<Finding>& findings);
+void print_slot(std::ostream& out, const SlotDetail& detail);
+void print_sector(std::ostream& out, const SectorDetail& detail);
+void hexdump(std::ostream& out, std::span<const std::byte> data, std::uint64_t base_offset);
+
+// One metablock of the log, in replay order.
+struct LogMetablockRow {
+	std::uint64_t segment_id = 0;
+	std::uint64_t slot = 0;
+	unsigned index = 0;
+	Metablock metablock;
+};
+
+// What wbdump reports: the scan, and the views that were asked for.
+struct DumpReport {
+	const LogScan& scan;
+	std::string cache_path;
+	std::optional<SlotDetail> segment{};
+	std::optional<std::vector<LogMetablockRow>> metablocks{};
+	std::optional<SectorDetail> block{};
+};
+
+std::string dump_json(const DumpReport& report, int indent = -1);
+void print_dump(std::ostream& out, const DumpReport& report);
+
+// What a wbreplay run did, for its report.
+struct ReplayRun {
+	std::string cache_path;
+	std::string backing_path;
+	bool dry_run = false;
+	std::optional<ReplayResult> result{}; // unset on a dry run
+	bool marked_clean = false;
+	std::string mark_clean_refused{}; // why --mark-clean was not carried out
+	std::vector<std::string> overridden{};
+	std::vector<std::string> shortfalls{};
+	double scan_seconds = 0;
+};
+
+std::string replay_report_json(const ReplayPlan& plan, const ReplayRun& run, int indent = -1);
+void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run);
+
+std::string recovery_json(const RecoveryReport& report, int indent = -1);
+void print_recovery(std::ostream& out, const RecoveryReport& report);
+
+} // namespace wbkit

@@ -1,0 +1,135 @@
+// wbrecover's report: JSON and text.
+#include "wbkit/report.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "report_json.hpp"
+
+namespace wbkit {
+
+using report_detail::finding_json;
+using report_detail::optional_json;
+
+namespace {
+
+nlohmann::json ranges_json(const SectorRanges& ranges)
+{
+	nlohmann::json list = nlohmann::json::array();
+	for (const auto& [first, count] : ranges.list())
+		list.push_back({{"sector", first}, {"sectors", count}});
+	return list;
+}
+
+nlohmann::json diagnosis_json(const DeviceDiagnosis& d)
+{
+	return {{"path", d.path},
+		{"size_bytes", d.size_bytes},
+		{"readable", d.unreadable.empty()},
+		{"unreadable_sectors", d.unreadable.total_sectors()},
+		{"unreadable", ranges_json(d.unreadable)}};
+}
+
+} // namespace
+
+std::string recovery_json(const RecoveryReport& r, int indent)
+{
+	nlohmann::json segments = nlohmann::json::array();
+	for (const SegmentUse& v : r.segments)
+		segments.push_back({{"slot", v.slot},
+				    {"id", v.id},
+				    {"state", std::string(slot_state_name(v.state))},
+				    {"in_kernel_log", v.in_kernel_log},
+				    {"used", v.used},
+				    {"reason", std::string(segment_reason_name(v.reason))},
+				    {"metablocks", v.metablocks},
+				    {"metablocks_used", v.metablocks_used},
+				    {"unreadable_dirty_sectors", v.unreadable_dirty_sectors},
+				    {"left_behind_sectors", v.left_behind_sectors}});
+	nlohmann::json lost = nlohmann::json::array();
+	for (const LostRange& l : r.lost)
+		lost.push_back({{"sector", l.sector},
+				{"sectors", l.sectors},
+				{"bytes", l.sectors * sector_size},
+				{"reason", std::string(loss_reason_name(l.reason))}});
+	nlohmann::json findings = nlohmann::json::array();
+	for (const Finding& f : r.findings)
+		findings.push_back(finding_json(f));
+	const nlohmann::json doc = {
+		{"policy", r.salvage ? "salvage" : "kernel"},
+		{"forced", r.overridden},
+		{"single_point_in_time", r.single_point_in_time},
+		{"devices",
+		 {{"cache", diagnosis_json(r.cache)},
+		  {"backing", diagnosis_json(r.backing)},
+		  {"output", optional_json(r.output)}}},
+		{"diagnosis",
+		 {{"nr_segments", r.nr_segments},
+		  {"max_id", r.max_id},
+		  {"last_flushed_id", r.last_flushed_id},
+		  {"last_writeback_id", r.last_writeback_id},
+		  {"kernel_stop", {{"reason", std::string(stop_reason_name(r.stop_reason))}, {"slot", optional_json(r.stop_slot)}}},
+		  {"unreadable_header_slots", r.unreadable_header_slots},
+		  {"checksum_failed_slots", r.checksum_failed_slots},
+		  {"findings", findings}}},
+		{"segments", segments},
+		{"recovered",
+		 {{"extents", r.extents},
+		  {"sectors_from_cache", r.sectors_from_cache},
+		  {"sectors_rescued_from_clean_copies", r.sectors_rescued_clean},
+		  {"bytes_written", r.bytes_written}}},
+		{"lost", lost},
+		{"lost_sectors", r.lost_sectors()},
+		{"notes", r.notes},
+		{"nothing_lost", r.nothing_lost()},
+	};
+	return doc.dump(indent);
+}
+
+void print_recovery(std::ostream& out, const RecoveryReport& r)
+{
+	auto device_line = [&](std::string_view name, const DeviceDiagnosis& d) {
+		if (d.unreadable.empty())
+			fmt::print(out, "{:<8} {} ({}): readable\n", name, d.path, human_bytes(d.size_bytes));
+		else
+			fmt::print(out, "{:<8} {} ({}): {} unreadable sector(s) in {} range(s)\n", name, d.path,
+				   human_bytes(d.size_bytes), d.unreadable.total_sectors(), d.unreadable.list().size());
+	};
+	out << "diagnosis\n";
+	device_line("cache", r.cache);
+	device_line("backing", r.backing);
+	if (!r.unreadable_header_slots.empty())
+		fmt::print(out, "  unreadable segment headers in slot(s): {}\n", fmt::join(r.unreadable_header_slots, ", "));
+	if (!r.checksum_failed_slots.empty())
+		fmt::print(out, "  segments failing their checksum in slot(s): {}\n", fmt::join(r.checksum_failed_slots, ", "));
+	fmt::print(out, "  log: max id {}, kernel replay applies up to segment {} (stop: {}{})\n", r.max_id,
+		   r.last_flushed_id, stop_reason_name(r.stop_reason),
+		   r.stop_slot ? fmt::format(" at slot {}", *r.stop_slot) : std::string());
+
+	fmt::print(out, "\npolicy: {}\n", r.salvage ? "salvage (beyond the kernel's consistent prefix)" : "kernel (consistent prefix of the log)");
+	if (!r.single_point_in_time)
+		out << "  note: the result is NOT a single point in time: it combines segments past a gap or damage\n";
+	for (const SegmentUse& v : r.segments)
+		if (v.reason != SegmentReason::used && v.reason != SegmentReason::already_written_back)
+			fmt::print(out, "  slot {} segment {}: {} ({} of {} metablocks used)\n", v.slot, v.id,
+				   segment_reason_name(v.reason),
+				   v.metablocks_used, v.metablocks);
+	if (r.output)
+		fmt::print(out, "\nwritten to {} (the backing device was not modified)\n", *r.output);
+	fmt::print(out, "\nrecovered: {} sector(s) from the cache in {} write(s), {} unreadable backing sector(s) "
+			"restored from clean cache copies\n",
+		   r.sectors_from_cache, r.extents, r.sectors_rescued_clean);
+	for (const std::string& note : r.notes)
+		fmt::print(out, "  {}\n", note);
+	if (r.lost.empty()) {
+		out << "lost: nothing\n";
+	} else {
+		fmt::print(out, "lost: {} sector(s) in {} range(s) (backing sectors, 512 bytes each):\n", r.lost_sectors(),
+			   r.lost.size());
+		for (const LostRange& l : r.lost)
+			fmt::print(out, "  sectors {}..{} ({} sector(s)): {}\n", l.sector, l.sector + l.sectors - 1, l.sectors,
+				   loss_reason_name(l.reason));
+	}
+}
+
+} // namespace wbkit

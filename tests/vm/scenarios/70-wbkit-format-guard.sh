@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The target formats only a cache device whose sector 0 is all zeros. A
+# device holding anything else without the writeboost magic (a file system
+# on a mistyped path, a superblock with one flipped bit, unknown data) is
+# refused with a message naming the device and what it holds, and left
+# byte-identical. Read-only tables are refused without a write. A failed
+# write or read on the backing device names the right operation and start
+# sector in the dead state.
+set -euo pipefail
+source "$(dirname "$0")/wbkit-lib.inc"
+wbkit_prepare
+command -v mkfs.ext4 >/dev/null || { echo "skip: mkfs.ext4 not installed"; exit 77; }
+command -v zstd >/dev/null || { echo "skip: zstd not installed"; exit 77; }
+VM_TIMEOUT=600
+
+work=$(mktemp -d "$VM_WORK/wbkit-guard.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+vm_image "$work/backing.img" 32M
+# vdb: an ext4 file system, the classic mistyped path.
+vm_image "$work/ext4.img" 8M
+mkfs.ext4 -q -F "$work/ext4.img"
+# vdc: a real cache (upstream fixture) with one bit of its magic flipped.
+zstd -d -q "$WBKIT_ROOT/fixtures/upstream/sb-record/cache.img.zst" -o "$work/flipped.img"
+printf '\x75' | dd of="$work/flipped.img" bs=1 seek=0 conv=notrunc status=none
+# vdd: unknown data in sector 0, zeros elsewhere.
+vm_image "$work/junk.img" 8M
+printf 'not a cache, just some bytes' | dd of="$work/junk.img" bs=1 seek=100 conv=notrunc status=none
+# vde, vdf: blank caches (sector 0 zero) for the read-only and error cases.
+vm_image "$work/blank1.img" 8M
+vm_image "$work/blank2.img" 8M
+for f in ext4 flipped junk blank1; do sha256sum <"$work/$f.img" | cut -c1-64 >"$work/$f.sum"; done
+
+rc=0
+vm_run - "$work/backing.img" "$work/ext4.img" "$work/flipped.img" "$work/junk.img" \
+	"$work/blank1.img" "$work/blank2.img" <<'GUEST' || rc=$?
+. /lib/wbguest.sh
+wb_load_target wbkit
+LB=$(wb_sectors /dev/vda)
+
+# refuse <case> <cache dev> [dmsetup options]: the table must not load.
+refuse() {
+	dmesg -c >/dev/null
+	if $DMSETUP create "g_$1" $3 --table "0 $LB writeboost /dev/vda $2" 2>/tmp/err; then
+		wb_report "refused_$1" no
+		$DMSETUP remove "g_$1"
+	else
+		wb_report "refused_$1" yes
+	fi
+	wb_report "msg_$1" "$(dmesg | grep writeboost | grep -v ioctl | sed 's/^\[[^]]*\] //' | tr '\n' '|')"
+	$DMSETUP remove "g_$1" 2>/dev/null || true
+}
+refuse ext4 /dev/vdb
+refuse flipped /dev/vdc
+refuse junk /dev/vdd
+refuse readonly /dev/vde --readonly
+
+# A blank cache still formats (the documented way to ask for one).
+wb_dm_create fresh "0 $LB writeboost /dev/vda /dev/vde"
+echo hello | $DD of=/dev/mapper/fresh bs=4k count=1 conv=sync,fsync oflag=direct 2>/dev/null ||
+	wb_fail "write to the freshly formatted cache failed"
+$DMSETUP remove fresh || wb_fail "remove failed"
+wb_report fresh_magic "$($DD if=/dev/vde bs=512 count=1 iflag=direct 2>/dev/null | head -c 4 | od -An -tx1 | tr -d ' \n')"
+
+# Errors name the right place: a backing device whose 4 KiB block at
+# sector 4096 fails (dm "error" in the middle of linear mappings).
+E=4096
+wb_dm_create bk "0 $E linear /dev/vda 0
+$E 8 error
+$((E + 8)) $((LB - E - 8)) linear /dev/vda $((E + 8))"
+wb_dm_create ew "0 $LB writeboost /dev/mapper/bk /dev/vdf"
+$DD if=/dev/urandom of=/dev/mapper/ew bs=4k count=4 seek=$((E / 8 - 1)) oflag=direct conv=fsync 2>/dev/null ||
+	wb_fail "write into the cache failed"
+$DMSETUP message ew 0 drop_caches 2>/dev/null && wb_report drop_caches_succeeded yes
+wb_report write_status "$(wb_dm_status ew)"
+$DMSETUP remove ew || wb_fail "remove of the dead target failed"
+$DD if=/dev/zero of=/dev/vdf bs=4k count=1 oflag=direct 2>/dev/null
+wb_dm_create er "0 $LB writeboost /dev/mapper/bk /dev/vdf"
+$DD if=/dev/mapper/er of=/dev/null bs=512 count=2 skip=$((E + 3)) iflag=direct 2>/dev/null && wb_report read_succeeded yes
+wb_report read_status "$(wb_dm_status er)"
+$DMSETUP remove er bk || wb_fail "remove failed"
+GUEST
+[ "$rc" = 0 ] || exit 1
+
+fail=0
+expect_refused() {
+	local c=$1 want=$2 msg
+	msg=$(vm_result "msg_$c")
+	echo "$c: $msg"
+	wbkit_expect "refused_$c" yes || fail=1
+	case "$msg" in
+	*"$want"*) ;;
+	*) echo "$c: the message does not say '$want'"; fail=1 ;;
+	esac
+	if [ -f "$work/$c.sum" ] && [ "$(sha256sum <"$work/$c.img" | cut -c1-64)" != "$(cat "$work/$c.sum")" ]; then
+		echo "$c: the device changed"
+		fail=1
+	fi
+}
+expect_refused ext4 "ext2/3/4 file system"
+expect_refused flipped "damaged writeboost superblock"
+expect_refused junk "unknown data in sector 0"
+expect_refused readonly "Read-only tables are not supported"
+if [ "$(sha256sum <"$work/blank1.img" | cut -c1-64)" = "$(cat "$work/blank1.sum")" ]; then
+	echo "readonly: nothing written before the refusal"
+fi
+wbkit_expect fresh_magic 74734257 || fail=1
+
+ws=$(vm_result write_status)
+rs=$(vm_result read_status)
+echo "backing write error: ${ws##*dead }"
+echo "backing read error:  ${rs##*dead }"
+[ -z "$(vm_result drop_caches_succeeded)" ] || { echo "drop_caches succeeded over a failing block"; fail=1; }
+[ -z "$(vm_result read_succeeded)" ] || { echo "a read of a failing block succeeded"; fail=1; }
+case "$ws" in *"dead backing:write:4096:-5") ;; *) echo "write error: expected backing:write:4096:-5"; fail=1 ;; esac
+case "$rs" in *"dead backing:read:4099:-5") ;; *) echo "read error: expected backing:read:4099:-5"; fail=1 ;; esac
+exit $fail

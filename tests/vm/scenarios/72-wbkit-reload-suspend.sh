@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Suspend means quiet, and a reload is safe:
+# 1. suspend while writeback has work (threshold set after the writes, one
+#    segment per batch, a slow backing disk, superblock record every
+#    second): digests of both devices taken 10 s apart are equal, and so is
+#    last_writeback_id; after resume writeback continues;
+# 2. a table swap of options (dmsetup reload + resume) takes effect;
+# 3. reload + resume twice while a workload with flushes runs: every
+#    flushed write is there, live and after remove + re-create;
+# 4. reload + clear on a live device with partial blocks over older dirty
+#    ones in the log: neither device changes.
+set -euo pipefail
+source "$(dirname "$0")/wbkit-lib.inc"
+wbkit_prepare
+VM_TIMEOUT=720
+
+work=$(mktemp -d "$VM_WORK/wbkit-reload.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+vm_image "$work/backing.img" 64M
+vm_image "$work/cache.img" 16M
+
+# Backing writes at ~100 IOPS: a segment's writeback takes over a second.
+rc=0
+VM_DRIVE_OPTS_vda=throttling.iops-write=100 \
+vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
+. /lib/wbguest.sh
+wb_load_target wbkit
+T="0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+W1="--seed 91 --size 8M --ops 2500 --flush-every 100"
+W2="--seed 92 --offset 16M --size 8M --ops 3000 --flush-every 10"
+W3="--seed 93 --offset 32M --size 1M --ops 400 --partial-pct 60 --flush-every 7"
+digest() { echo "$($DD if=/dev/vda bs=1M iflag=direct 2>/dev/null | $SHA256SUM | cut -c1-12)-$($DD if=/dev/vdb bs=1M iflag=direct 2>/dev/null | $SHA256SUM | cut -c1-12)"; }
+lw() { wb_dm_status wb | cut -d' ' -f6; }
+# Waits until the status stops changing (writeback has nothing to do).
+settle() {
+	a=$(wb_dm_status wb)
+	for i in $(seq 60); do
+		sleep 2
+		b=$(wb_dm_status wb)
+		[ "$a" = "$b" ] && return 0
+		a=$b
+	done
+	wb_fail "the device never settled"
+}
+
+# 1. Suspend is quiet.
+wb_dm_create wb "$T 4 nr_max_batched_writeback 1 update_sb_record_interval 1"
+$WBSTAMP write /dev/mapper/wb $W1 --final-flush >/dev/null || wb_fail "workload 1 failed"
+# 25 dirty segments in a 30-slot ring: writeback starts only now.
+$DMSETUP message wb 0 writeback_threshold 1 || wb_fail "message failed"
+sleep 3
+$DMSETUP suspend wb || wb_fail "suspend failed"
+lw1=$(lw)
+d1=$(digest)
+sleep 10
+d2=$(digest)
+lw2=$(lw)
+wb_report suspended_digests "$d1 $d2"
+wb_report suspended_lw "$lw1 $lw2"
+[ "$d1" = "$d2" ] && [ "$lw1" = "$lw2" ] && wb_report suspend_quiet yes || wb_report suspend_quiet no
+[ "$lw1" -lt 25 ] && wb_report work_left_at_suspend yes || wb_report work_left_at_suspend no
+$DMSETUP message wb 0 drop_caches 2>/dev/null && wb_report drop_caches_while_suspended succeeded
+$DMSETUP resume wb || wb_fail "resume failed"
+sleep 4
+lw3=$(lw)
+wb_report resumed_lw "$lw3"
+[ "$lw3" -gt "$lw2" ] && wb_report writeback_resumed yes || wb_report writeback_resumed no
+
+# 2. Table swap of options.
+$DMSETUP reload wb --table "$T 2 writeback_threshold 0" || wb_fail "reload failed"
+$DMSETUP resume wb || wb_fail "resume after reload failed"
+wb_report swapped_table "$($DMSETUP table wb | cut -d' ' -f4-)"
+$WBSTAMP verify /dev/mapper/wb $W1 --flushed 2500 >/dev/null 2>&1 && wb_report verify_swap ok || wb_report verify_swap failed
+
+# 3. Reload + resume while a workload with flushes runs.
+$WBSTAMP write /dev/mapper/wb $W2 --final-flush >/tmp/w2.out 2>&1 &
+pid=$!
+sleep 3
+$DMSETUP reload wb --table "$T 2 writeback_threshold 30" && $DMSETUP resume wb || wb_fail "reload 1 failed"
+sleep 2
+$DMSETUP reload wb --table "$T 2 writeback_threshold 0" && $DMSETUP resume wb || wb_fail "reload 2 failed"
+wait $pid && wb_report workload2 ok || wb_report workload2 failed
+sed 's/^/WB: w2_/' /tmp/w2.out
+$WBSTAMP verify /dev/mapper/wb $W2 --flushed 3000 >/tmp/v2.out 2>&1 && wb_report verify_reload_live ok || wb_report verify_reload_live failed
+head -5 /tmp/v2.out | sed 's/^/WB: v2_/'
+
+# 4. Reload + clear writes nothing.
+$WBSTAMP write /dev/mapper/wb $W3 --final-flush >/dev/null || wb_fail "workload 3 failed"
+settle
+d1=$(digest)
+$DMSETUP reload wb --table "$T 2 writeback_threshold 50" || wb_fail "reload failed"
+$DMSETUP clear wb || wb_fail "clear failed"
+sleep 2
+d2=$(digest)
+wb_report clear_digests "$d1 $d2"
+[ "$d1" = "$d2" ] && wb_report clear_quiet yes || wb_report clear_quiet no
+
+# Everything flushed survives remove + re-create (replay).
+$DMSETUP remove wb || wb_fail "remove failed"
+wb_dm_create wb "$T"
+for w in 1 2 3; do
+	case $w in 1) o="$W1 --flushed 2500" ;; 2) o="$W2 --flushed 3000" ;; 3) o="$W3 --flushed 400" ;; esac
+	$WBSTAMP verify /dev/mapper/wb $o >/tmp/v.out 2>&1 && wb_report "verify_replayed_$w" ok || {
+		wb_report "verify_replayed_$w" failed
+		head -5 /tmp/v.out | sed "s/^/WB: v${w}_/"
+	}
+done
+$DMSETUP remove wb || wb_fail "final remove failed"
+GUEST
+echo "reload/suspend: ${VM_ELAPSED}s"
+[ "$rc" = 0 ] || exit 1
+echo "suspended: last_writeback_id $(vm_result suspended_lw), digests $(vm_result suspended_digests); after resume $(vm_result resumed_lw)"
+echo "swapped table: $(vm_result swapped_table)"
+echo "reload+clear digests: $(vm_result clear_digests)"
+fail=0
+wbkit_expect work_left_at_suspend yes || fail=1
+wbkit_expect suspend_quiet yes || fail=1
+wbkit_expect writeback_resumed yes || fail=1
+[ -z "$(vm_result drop_caches_while_suspended)" ] || { echo "drop_caches ran on a suspended device"; fail=1; }
+case "$(vm_result swapped_table)" in
+*"2 writeback_threshold 0"*) ;;
+*) echo "the swapped table is not in effect"; fail=1 ;;
+esac
+case "$(vm_result swapped_table)" in *update_sb_record_interval*) echo "the old options survived the swap"; fail=1 ;; esac
+wbkit_expect verify_swap ok || fail=1
+wbkit_expect workload2 ok || fail=1
+wbkit_expect verify_reload_live ok || fail=1
+wbkit_expect clear_quiet yes || fail=1
+for w in 1 2 3; do wbkit_expect "verify_replayed_$w" ok || fail=1; done
+[ "$fail" = 0 ] || vm_results | grep -E "^v[0-9]_|^w2_" | head -20
+exit $fail
