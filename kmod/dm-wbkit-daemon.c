@@ -107,7 +107,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 			 * segment counts as written back, replay no longer
 			 * brings this data back. The newer copy is written
 			 * back later, in id order. Entries superseded during
-			 * replay are skipped: FORMAT.md makes them obsolete.
+			 * replay are skipped: docs/FORMAT.md makes them obsolete.
 			 */
 			if (!mb->dirty_bits || mb->obsolete)
 				continue;

@@ -244,7 +244,7 @@ void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb)
 /* Format */
 
 /*
- * FORMAT.md's order: zero the superblock region, zero the first 4 KiB of
+ * docs/FORMAT.md's order: zero the superblock region, zero the first 4 KiB of
  * every slot, flush, then write the magic with FUA. A crash before the magic
  * is durable leaves an unformatted cache that is formatted again; a cache
  * with a valid magic never holds stale headers of an older format.
@@ -346,7 +346,7 @@ static u8 wb_bits_in_range(struct wb_device *wb, sector_t block)
 }
 
 /*
- * Applies one valid segment (FORMAT.md, replay step 3): per block the newest
+ * Applies one valid segment (docs/FORMAT.md, replay step 3): per block the newest
  * entry wins. A newer partial entry keeps the older entry's other dirty
  * sectors; like upstream, those are written to the backing device now, so
  * that the hash table only ever needs the newest copy of a block. A newer
@@ -471,7 +471,7 @@ void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id)
 }
 
 /*
- * Replay, FORMAT.md steps 1-4: find the largest id, walk the ring from the
+ * Replay, docs/FORMAT.md steps 1-4: find the largest id, walk the ring from the
  * oldest slot, stop at the first bad checksum, apply, then infer
  * last_writeback_id from last_flushed_id and the superblock record.
  *
