@@ -125,8 +125,14 @@ bool write_tolerant(Device& device, std::uint64_t offset, std::span<const std::b
 {
 	return narrow_down(
 		offset, buf, retries,
-		[&](std::uint64_t at, std::span<const std::byte> part) { return device.write_at(at, part); }, on_bad,
-		false);
+		[&](std::uint64_t at, std::span<const std::byte> part) {
+			const int err = device.write_at(at, part);
+			if (is_out_of_space(err))
+				throw IoError(fmt::format("writing {} bytes at offset {} failed", part.size(), at),
+					      device.path(), err);
+			return err;
+		},
+		on_bad, false);
 }
 
 int TolerantReader::read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept
@@ -170,7 +176,7 @@ std::uint64_t RecoveryReport::lost_sectors() const
 
 bool RecoveryReport::data_left_behind() const
 {
-	return std::any_of(segments.begin(), segments.end(),
+	return record_hidden_segments > 0 || std::any_of(segments.begin(), segments.end(),
 			   [](const SegmentVerdict& v) {
 				   // A failed checksum over readable bytes, or an unreadable header: what the segment held is gone.
 				   return v.left_behind_sectors > 0 || v.reason == "checksum-mismatch" ||
@@ -222,6 +228,8 @@ public:
 			scan_log(reader_, ScanOptions{.verify_checksums = true, .backing_bytes = backing_.size_bytes()}));
 		check_safety();
 		diagnose();
+		if (!options_.salvage)
+			note_record_hiding_segments();
 		read_slots();
 		std::shared_ptr<const LogScan> policy = options_.salvage ? salvage_log() : kernel_;
 		account_slots(*policy);
@@ -265,6 +273,27 @@ private:
 				throw RefusedError(what + " (wrong backing device? --force recovers the rest)");
 			report_.overridden.push_back(what + "; their sectors are reported lost");
 		}
+	}
+
+	// A record past max_id is corrupt (sb-record-out-of-range). The kernel takes it as is, so
+	// everything up to last_flushed_id counts as written back and is never replayed.
+	bool record_past_log() const { return kernel_->sb_record != 0 && kernel_->sb_record > kernel_->max_id; }
+
+	void note_record_hiding_segments()
+	{
+		const LogScan& k = *kernel_;
+		if (!record_past_log())
+			return;
+		const std::uint64_t nr = k.geometry.nr_segments;
+		const std::uint64_t inferred = k.last_flushed_id > nr ? k.last_flushed_id - nr : 0;
+		for (const LogSegment& seg : k.log)
+			report_.record_hidden_segments += seg.id > inferred;
+		if (report_.record_hidden_segments > 0)
+			report_.notes.push_back(fmt::format(
+				"the superblock record ({}) is past the newest segment id ({}) (sb-record-out-of-range): "
+				"the kernel takes every segment up to it as written back, so {} segment(s) up to {} are not "
+				"replayed; --salvage replays them",
+				k.sb_record, k.max_id, report_.record_hidden_segments, k.last_flushed_id));
 	}
 
 	void diagnose()
@@ -387,7 +416,19 @@ private:
 		const std::uint64_t nr = s->geometry.nr_segments;
 		s->last_flushed_id = usable.empty() ? 0 : usable.back()->header.id;
 		const std::uint64_t lf = s->last_flushed_id;
-		s->last_writeback_id = std::max(lf > nr ? lf - nr : 0, std::min(s->sb_record, lf));
+		const std::uint64_t inferred = lf > nr ? lf - nr : 0;
+		s->last_writeback_id = std::max(inferred, std::min(s->sb_record, lf));
+		if (record_past_log()) {
+			s->last_writeback_id = inferred;
+			report_.notes.push_back(fmt::format(
+				"the superblock record ({}) is past the newest segment id ({}), which cannot be true: no "
+				"segment newer than the newest was ever written back. Salvage ignores it and replays the "
+				"whole ring from segment {}. That is safe: a replay writes absolute data, oldest first and "
+				"newest wins per sector, so segments that were in fact written back put the same data the "
+				"backing device already received from them (unless the backing device was written directly, "
+				"without the cache, since)",
+				s->sb_record, s->max_id, inferred + 1));
+		}
 
 		std::vector<SectorSource> entries;
 		for (const SlotRead* r : usable) {
@@ -517,10 +558,12 @@ private:
 		});
 		std::vector<LostRange> merged;
 		for (const LostRange& r : report_.lost) {
+			// Sorted by sector, so r.sector >= m.sector; ends are never computed, as a
+			// range may end at 2^64 exactly (sector 2^64 - 1 is a valid sector).
 			if (!merged.empty() && merged.back().reason == r.reason &&
-			    merged.back().sector + merged.back().sectors >= r.sector) {
+			    r.sector - merged.back().sector <= merged.back().sectors) {
 				LostRange& m = merged.back();
-				m.sectors = std::max(m.sector + m.sectors, r.sector + r.sectors) - m.sector;
+				m.sectors = std::max(m.sectors, r.sector - m.sector + r.sectors);
 				continue;
 			}
 			merged.push_back(r);
@@ -605,7 +648,7 @@ private:
 		const std::uint64_t end = *replay_options.backing_sectors;
 		for (const SectorSource& src : policy.index)
 			for (unsigned j = 0; j < block_sectors; ++j)
-				if (((src.dirty >> j) & 1u) && src.block_sector + j >= end)
+				if (((src.dirty >> j) & 1u) && src.block_sector + j >= end && src.block_sector + j >= src.block_sector)
 					report_.lost.push_back(LostRange{.sector = src.block_sector + j,
 									 .sectors = 1,
 									 .reason = LossReason::beyond_backing});
@@ -728,6 +771,7 @@ nlohmann::json recovery_json(const RecoveryReport& r)
 		  {"bytes_written", r.bytes_written}}},
 		{"lost", lost},
 		{"lost_sectors", r.lost_sectors()},
+		{"record_hidden_segments", r.record_hidden_segments},
 		{"notes", r.notes},
 		{"nothing_lost", r.nothing_lost()},
 	};

@@ -1,5 +1,8 @@
 // wbdump: dump and validate a writeboost cache device. Read-only.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <fmt/format.h>
 #include <iostream>
 
@@ -46,16 +49,11 @@ int run(const Options& o)
 		scan_options.backing_bytes = open_device(o.backing)->size_bytes();
 	LogScan scan = scan_log(*cache, scan_options);
 
-	nlohmann::json doc;
-	if (o.json)
-		doc = scan_json(scan, o.cache);
-	else
-		print_summary(std::cout, scan, o.cache);
-
+	// Options that depend on the cache are checked before anything is printed.
+	std::optional<std::uint64_t> slot;
 	if (o.slot || o.segment) {
 		if (scan.geometry.nr_segments == 0)
 			throw UsageError("the cache has no segment slots");
-		std::uint64_t slot;
 		if (o.slot) {
 			if (*o.slot >= scan.geometry.nr_segments)
 				throw UsageError(fmt::format("--slot {} is past the last slot ({})", *o.slot,
@@ -65,37 +63,40 @@ int run(const Options& o)
 			if (*o.segment == 0)
 				throw UsageError("segment ids start at 1");
 			slot = scan.geometry.slot_of_id(*o.segment);
-			if (scan.slots[slot].id != *o.segment)
-				throw UsageError(fmt::format("segment {} is not on the cache (slot {} holds segment {})",
-							     *o.segment, slot, scan.slots[slot].id));
+			if (scan.slots[*slot].id != *o.segment) {
+				// A misplaced segment (slot-mismatch) is still on the cache: show it where it is.
+				auto found = std::find_if(scan.slots.begin(), scan.slots.end(),
+							  [&](const SlotInfo& info) { return info.id == *o.segment; });
+				if (found == scan.slots.end())
+					throw UsageError(fmt::format("segment {} is not on the cache (slot {} holds segment {})",
+								     *o.segment, *slot, scan.slots[*slot].id));
+				slot = std::uint64_t(found - scan.slots.begin());
+			}
 		}
-		SlotDetail detail = inspect_slot(*cache, scan.geometry, slot);
+	}
+
+	nlohmann::json doc;
+	if (o.json)
+		doc = scan_json(scan, o.cache);
+	else
+		print_summary(std::cout, scan, o.cache);
+
+	if (slot) {
+		SlotDetail detail = inspect_slot(*cache, scan.geometry, *slot);
 		if (o.json) {
 			doc["segment"] = slot_json(detail);
-			doc["segment"]["in_log"] = scan.slots[slot].in_log;
+			doc["segment"]["in_log"] = scan.slots[*slot].in_log;
 		} else {
 			std::cout << '\n';
 			print_slot(std::cout, detail);
 		}
 	}
 
-	if (o.metablocks) {
-		nlohmann::json list = nlohmann::json::array();
-		if (!o.json)
-			std::cout << "\nmetablocks of the log, in replay order (segment, index, backing sector, dirty bits)\n";
+	if (o.metablocks && !o.json) {
+		std::cout << "\nmetablocks of the log, in replay order (segment, index, backing sector, dirty bits)\n";
 		for_each_log_metablock(*cache, scan, [&](const LogSegment& seg, unsigned i, const Metablock& mb) {
-			if (o.json)
-				list.push_back({{"segment_id", seg.id},
-						{"slot", seg.slot},
-						{"index", i},
-						{"sector", mb.sector},
-						{"dirty_bits", mb.dirty_bits}});
-			else
-				fmt::print("  {:>10} [{:3}] sector {:>12}  dirty_bits 0x{:02x}\n", seg.id, i, mb.sector,
-					   mb.dirty_bits);
+			fmt::print("  {:>10} [{:3}] sector {:>12}  dirty_bits 0x{:02x}\n", seg.id, i, mb.sector, mb.dirty_bits);
 		});
-		if (o.json)
-			doc["metablocks"] = std::move(list);
 	}
 
 	if (o.block) {
@@ -108,8 +109,30 @@ int run(const Options& o)
 		}
 	}
 
-	if (o.json)
-		std::cout << doc.dump(2) << '\n';
+	if (o.json) {
+		if (!o.metablocks) {
+			std::cout << doc.dump(2) << '\n';
+		} else {
+			// The list grows with the log (millions of entries on a large cache): it is
+			// written one entry at a time after the rest of the document, never held.
+			std::string head = doc.dump(2);
+			head.resize(head.rfind('}'));
+			while (!head.empty() && std::isspace(static_cast<unsigned char>(head.back())))
+				head.pop_back();
+			std::cout << head << (doc.empty() ? "" : ",") << "\n  \"metablocks\": [";
+			bool first = true;
+			for_each_log_metablock(*cache, scan, [&](const LogSegment& seg, unsigned i, const Metablock& mb) {
+				fmt::print("{}\n    {{\"segment_id\": {}, \"slot\": {}, \"index\": {}, \"sector\": {}, "
+					   "\"dirty_bits\": {}}}",
+					   first ? "" : ",", seg.id, seg.slot, i, mb.sector, mb.dirty_bits);
+				first = false;
+			});
+			std::cout << (first ? "]\n}\n" : "\n  ]\n}\n");
+		}
+	}
+	std::cout.flush();
+	if (!std::cout)
+		throw IoError("cannot write the output", "stdout", errno);
 	return int(has_damage(scan.findings) ? ExitCode::damage : ExitCode::ok);
 }
 
@@ -123,10 +146,12 @@ int main(int argc, char** argv)
 	app.add_option("--backing", o.backing, "backing device: report blocks that lie past its end");
 	app.add_flag("--json", o.json, "print one JSON document (keys documented in the README)");
 	app.add_flag("--metablocks", o.metablocks, "list every metablock of the log");
-	auto* slot = app.add_option("--slot", o.slot, "show slot K in full (0-based)");
-	auto* segment = app.add_option("--segment", o.segment, "show the segment with this id in full");
+	auto* slot = app.add_option("--slot", o.slot, "show slot K in full (0-based)")->check(wbkit::unsigned_64());
+	auto* segment =
+		app.add_option("--segment", o.segment, "show the segment with this id in full")->check(wbkit::unsigned_64());
 	slot->excludes(segment);
-	app.add_option("--block", o.block, "where the newest copy of this backing SECTOR lives, with a hexdump");
+	app.add_option("--block", o.block, "where the newest copy of this backing SECTOR lives, with a hexdump")
+		->check(wbkit::unsigned_64());
 	app.add_flag("--no-verify", o.no_verify, "read segment headers only; do not verify checksums");
 	return wbkit::run_tool("wbdump", app, argc, argv, [&] { return run(o); });
 }
