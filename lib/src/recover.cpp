@@ -10,6 +10,7 @@
 
 #include "wbkit/errors.hpp"
 #include "wbkit/inspect.hpp"
+#include "wbkit/json_stream.hpp"
 #include "wbkit/progress.hpp"
 
 namespace wbkit {
@@ -576,7 +577,7 @@ private:
 	void check_backing()
 	{
 		const std::uint64_t size = backing_.size_bytes();
-		constexpr std::uint64_t chunk = 4ULL << 20;
+		const std::uint64_t chunk = std::min<std::uint64_t>(4ULL << 20, (size + block_size - 1) / block_size * block_size);
 		AlignedBuffer buffer(chunk);
 		const std::string_view phase = output_ ? "copying backing" : "reading backing";
 		for (std::uint64_t offset = 0; offset < size; offset += chunk) {
@@ -722,26 +723,35 @@ RecoveryReport recover(Device& cache, Device& backing, Device* output, const Rec
 	return Recovery(cache, backing, output, options).run();
 }
 
-nlohmann::json recovery_json(const RecoveryReport& r)
+namespace {
+
+nlohmann::json verdict_json(const SegmentVerdict& v)
 {
-	nlohmann::json segments = nlohmann::json::array();
-	for (const SegmentVerdict& v : r.segments)
-		segments.push_back({{"slot", v.slot},
-				    {"id", v.id},
-				    {"state", std::string(slot_state_name(v.state))},
-				    {"in_kernel_log", v.in_kernel_log},
-				    {"used", v.used},
-				    {"reason", v.reason},
-				    {"metablocks", v.metablocks},
-				    {"metablocks_used", v.metablocks_used},
-				    {"unreadable_dirty_sectors", v.unreadable_dirty_sectors},
-				    {"left_behind_sectors", v.left_behind_sectors}});
-	nlohmann::json lost = nlohmann::json::array();
-	for (const LostRange& l : r.lost)
-		lost.push_back({{"sector", l.sector},
-				{"sectors", l.sectors},
-				{"bytes", l.sectors * sector_size},
-				{"reason", std::string(loss_reason_name(l.reason))}});
+	return {{"slot", v.slot},
+		{"id", v.id},
+		{"state", std::string(slot_state_name(v.state))},
+		{"in_kernel_log", v.in_kernel_log},
+		{"used", v.used},
+		{"reason", v.reason},
+		{"metablocks", v.metablocks},
+		{"metablocks_used", v.metablocks_used},
+		{"unreadable_dirty_sectors", v.unreadable_dirty_sectors},
+		{"left_behind_sectors", v.left_behind_sectors}};
+}
+
+nlohmann::json lost_json(const LostRange& l)
+{
+	// bytes as a JSON number may exceed 2^64 for a range near the top: a double then, never wrapped.
+	const double bytes = double(l.sectors) * double(sector_size);
+	return {{"sector", l.sector},
+		{"sectors", l.sectors},
+		{"bytes", l.sectors <= (~0ULL / sector_size) ? nlohmann::json(l.sectors * sector_size) : nlohmann::json(bytes)},
+		{"reason", std::string(loss_reason_name(l.reason))}};
+}
+
+// Everything but the per-slot and lost-range lists, which grow with the cache.
+nlohmann::json recovery_head(const RecoveryReport& r)
+{
 	nlohmann::json findings = nlohmann::json::array();
 	for (const Finding& f : r.findings)
 		findings.push_back(finding_json(f));
@@ -763,18 +773,44 @@ nlohmann::json recovery_json(const RecoveryReport& r)
 		  {"unreadable_header_slots", r.unreadable_header_slots},
 		  {"checksum_failed_slots", r.checksum_failed_slots},
 		  {"findings", findings}}},
-		{"segments", segments},
 		{"recovered",
 		 {{"extents", r.extents},
 		  {"sectors_from_cache", r.sectors_from_cache},
 		  {"sectors_rescued_from_clean_copies", r.sectors_rescued_clean},
 		  {"bytes_written", r.bytes_written}}},
-		{"lost", lost},
 		{"lost_sectors", r.lost_sectors()},
 		{"record_hidden_segments", r.record_hidden_segments},
 		{"notes", r.notes},
 		{"nothing_lost", r.nothing_lost()},
 	};
+}
+
+} // namespace
+
+nlohmann::json recovery_json(const RecoveryReport& r)
+{
+	nlohmann::json doc = recovery_head(r);
+	nlohmann::json& segments = doc["segments"] = nlohmann::json::array();
+	for (const SegmentVerdict& v : r.segments)
+		segments.push_back(verdict_json(v));
+	nlohmann::json& lost = doc["lost"] = nlohmann::json::array();
+	for (const LostRange& l : r.lost)
+		lost.push_back(lost_json(l));
+	return doc;
+}
+
+void write_recovery_json(std::ostream& out, const RecoveryReport& r)
+{
+	const StreamedArray arrays[] = {{"segments",
+					 [&](const JsonSink& sink) {
+						 for (const SegmentVerdict& v : r.segments)
+							 sink(verdict_json(v));
+					 }},
+					{"lost", [&](const JsonSink& sink) {
+						 for (const LostRange& l : r.lost)
+							 sink(lost_json(l));
+					 }}};
+	write_json_document(out, recovery_head(r), arrays);
 }
 
 void print_recovery(std::ostream& out, const RecoveryReport& r)

@@ -10,6 +10,7 @@
 
 #include "wbkit/errors.hpp"
 #include "wbkit/identity.hpp"
+#include "wbkit/json_stream.hpp"
 #include "wbkit/inspect.hpp"
 #include "wbkit/progress.hpp"
 #include "wbkit/recover.hpp"
@@ -528,18 +529,23 @@ std::vector<std::string> check_replay_safety(const Device& cache, const Device& 
 	return overridden;
 }
 
-nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run)
+namespace {
+
+nlohmann::json segment_use_json(const SegmentUse& use)
+{
+	return {{"slot", use.slot},
+		{"id", use.id},
+		{"state", std::string(slot_state_name(use.state))},
+		{"used", use.in_log},
+		{"reason", use.reason},
+		{"sectors_replayed", use.sectors_replayed}};
+}
+
+// Everything but the per-slot list, which grows with the cache.
+nlohmann::json replay_report_head(const ReplayPlan& plan, const ReplayRun& run)
 {
 	const LogScan& scan = plan.scan();
 	const ReplaySummary& s = plan.summary();
-	nlohmann::json segments = nlohmann::json::array();
-	for (const SegmentUse& use : segment_uses(plan))
-		segments.push_back({{"slot", use.slot},
-				    {"id", use.id},
-				    {"state", std::string(slot_state_name(use.state))},
-				    {"used", use.in_log},
-				    {"reason", use.reason},
-				    {"sectors_replayed", use.sectors_replayed}});
 	nlohmann::json doc = {
 		{"cache", run.cache_path},
 		{"backing", run.backing_path},
@@ -562,7 +568,6 @@ nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run)
 		  {"extents", s.extents},
 		  {"skipped_sectors", s.skipped_sectors},
 		  {"max_extent_bytes", plan.options().max_extent_bytes}}},
-		{"segments", segments},
 		{"not_replayed", run.shortfalls},
 		{"forced", run.overridden},
 		{"scan_seconds", run.scan_seconds},
@@ -579,6 +584,26 @@ nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run)
 	else
 		doc["written"] = nullptr;
 	return doc;
+}
+
+} // namespace
+
+nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run)
+{
+	nlohmann::json doc = replay_report_head(plan, run);
+	nlohmann::json& segments = doc["segments"] = nlohmann::json::array();
+	for (const SegmentUse& use : segment_uses(plan))
+		segments.push_back(segment_use_json(use));
+	return doc;
+}
+
+void write_replay_report_json(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run)
+{
+	const StreamedArray arrays[] = {{"segments", [&](const JsonSink& sink) {
+		for (const SegmentUse& use : segment_uses(plan))
+			sink(segment_use_json(use));
+	}}};
+	write_json_document(out, replay_report_head(plan, run), arrays);
 }
 
 void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run)

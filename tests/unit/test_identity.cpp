@@ -239,7 +239,8 @@ TEST(AtomicFile, RefusesAnythingButARegularFile)
 	ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
 	EXPECT_THROW(AtomicFile(fifo.string()), RefusedError);
 	const fs::path node = dir.path() / "node";
-	if (::mknod(node.c_str(), S_IFBLK | 0600, makedev(7, 200)) == 0)
+	if (::mknod(node.c_str(), S_IFBLK | 0600, makedev(7, 200)) == 0) {
 		EXPECT_THROW(AtomicFile(node.string()), RefusedError);
+	}
 	EXPECT_THROW(AtomicFile((dir.path() / "missing" / "r.json").string()), IoError);
 }

@@ -1,7 +1,6 @@
 // wbdump: dump and validate a writeboost cache device. Read-only.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <fmt/format.h>
 #include <iostream>
@@ -9,6 +8,7 @@
 #include "wbkit/errors.hpp"
 #include "wbkit/tool_main.hpp"
 #include "wbkit/inspect.hpp"
+#include "wbkit/json_stream.hpp"
 
 namespace {
 
@@ -114,20 +114,17 @@ int run(const Options& o)
 			std::cout << doc.dump(2) << '\n';
 		} else {
 			// The list grows with the log (millions of entries on a large cache): it is
-			// written one entry at a time after the rest of the document, never held.
-			std::string head = doc.dump(2);
-			head.resize(head.rfind('}'));
-			while (!head.empty() && std::isspace(static_cast<unsigned char>(head.back())))
-				head.pop_back();
-			std::cout << head << (doc.empty() ? "" : ",") << "\n  \"metablocks\": [";
-			bool first = true;
-			for_each_log_metablock(*cache, scan, [&](const LogSegment& seg, unsigned i, const Metablock& mb) {
-				fmt::print("{}\n    {{\"segment_id\": {}, \"slot\": {}, \"index\": {}, \"sector\": {}, "
-					   "\"dirty_bits\": {}}}",
-					   first ? "" : ",", seg.id, seg.slot, i, mb.sector, mb.dirty_bits);
-				first = false;
-			});
-			std::cout << (first ? "]\n}\n" : "\n  ]\n}\n");
+			// written one entry at a time, never held.
+			const StreamedArray metablocks[] = {{"metablocks", [&](const JsonSink& sink) {
+				for_each_log_metablock(*cache, scan, [&](const LogSegment& seg, unsigned i, const Metablock& mb) {
+					sink({{"segment_id", seg.id},
+					      {"slot", seg.slot},
+					      {"index", i},
+					      {"sector", mb.sector},
+					      {"dirty_bits", mb.dirty_bits}});
+				});
+			}}};
+			write_json_document(std::cout, doc, metablocks);
 		}
 	}
 	std::cout.flush();

@@ -118,7 +118,7 @@ int run(const Options& o)
 
 	print_recovery(std::cout, report);
 	if (report_file) {
-		report_file->stream() << recovery_json(report).dump(2) << '\n';
+		write_recovery_json(report_file->stream(), report);
 		report_file->commit();
 	}
 	return int(report.nothing_lost() ? ExitCode::ok : ExitCode::damage);

@@ -99,7 +99,7 @@ int run(const Options& o)
 	}
 
 	if (o.json)
-		std::cout << replay_report_json(plan, report).dump(2) << '\n';
+		write_replay_report_json(std::cout, plan, report);
 	else
 		print_replay_report(std::cout, plan, report);
 	return int(report.shortfalls.empty() && report.mark_clean_refused.empty() ? ExitCode::ok : ExitCode::damage);

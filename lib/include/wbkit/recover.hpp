@@ -166,6 +166,8 @@ struct RecoveryReport {
 RecoveryReport recover(Device& cache, Device& backing, Device* output, const RecoverOptions& options);
 
 nlohmann::json recovery_json(const RecoveryReport& report);
+// The same document, written as it is produced (the per-slot and lost lists are never held whole).
+void write_recovery_json(std::ostream& out, const RecoveryReport& report);
 void print_recovery(std::ostream& out, const RecoveryReport& report);
 
 } // namespace wbkit

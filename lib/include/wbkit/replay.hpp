@@ -190,6 +190,8 @@ struct ReplayRun {
 };
 
 nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run);
+// The same document, written as it is produced (the per-slot list is never held whole).
+void write_replay_report_json(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run);
 void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run);
 
 } // namespace wbkit
