@@ -285,8 +285,7 @@ private:
 		const LogScan& k = *kernel_;
 		if (!record_past_log())
 			return;
-		const std::uint64_t nr = k.geometry.nr_segments;
-		const std::uint64_t inferred = k.last_flushed_id > nr ? k.last_flushed_id - nr : 0;
+		const std::uint64_t inferred = wb_previous_lap_id(k.last_flushed_id, k.geometry.nr_segments);
 		for (const LogSegment& seg : k.log)
 			report_.record_hidden_segments += seg.id > inferred;
 		if (report_.record_hidden_segments > 0)
@@ -414,12 +413,10 @@ private:
 				usable.push_back(&r);
 		std::sort(usable.begin(), usable.end(),
 			  [](const SlotRead* a, const SlotRead* b) { return a->header.id < b->header.id; });
-		const std::uint64_t nr = s->geometry.nr_segments;
 		s->last_flushed_id = usable.empty() ? 0 : usable.back()->header.id;
-		const std::uint64_t lf = s->last_flushed_id;
-		const std::uint64_t inferred = lf > nr ? lf - nr : 0;
-		s->last_writeback_id = std::max(inferred, std::min(s->sb_record, lf));
+		s->last_writeback_id = wb_last_writeback_id(s->last_flushed_id, s->sb_record, nr);
 		if (record_past_log()) {
+			const std::uint64_t inferred = wb_previous_lap_id(s->last_flushed_id, nr);
 			s->last_writeback_id = inferred;
 			report_.notes.push_back(fmt::format(
 				"the superblock record ({}) is past the newest segment id ({}), which cannot be true: no "

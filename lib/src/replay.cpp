@@ -386,10 +386,10 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)
 		return uses;
 	// Ring order from the oldest, as the replay walks.
 	const std::uint64_t nr = scan.slots.size();
-	const std::uint64_t start = scan.max_id % nr;
+	const std::uint64_t oldest = wb_oldest_slot(scan.max_id, nr);
 	bool after_stop = false;
 	for (std::uint64_t step = 0; step < nr; ++step) {
-		const std::uint64_t slot = (start + step) % nr;
+		const std::uint64_t slot = wb_ring_slot(oldest, step, nr);
 		const SlotInfo& info = scan.slots[slot];
 		if (info.state == SlotState::empty)
 			continue;
@@ -451,8 +451,7 @@ std::vector<std::string> replay_shortfalls(const ReplayPlan& plan)
 					  scan.discarded_segments));
 	if (scan.sb_record != 0 && scan.sb_record > scan.max_id) {
 		// The kernel's rule takes the record as is: everything up to it counts as written back.
-		const std::uint64_t nr = scan.geometry.nr_segments;
-		const std::uint64_t inferred = scan.last_flushed_id > nr ? scan.last_flushed_id - nr : 0;
+		const std::uint64_t inferred = wb_previous_lap_id(scan.last_flushed_id, scan.geometry.nr_segments);
 		if (scan.last_flushed_id > inferred)
 			out.push_back(fmt::format("the superblock record ({}) is past the newest segment id ({}) "
 						  "(sb-record-out-of-range): as the kernel does, segments {}..{} are taken as "
