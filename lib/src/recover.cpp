@@ -178,11 +178,11 @@ std::uint64_t RecoveryReport::lost_sectors() const
 bool RecoveryReport::data_left_behind() const
 {
 	return record_hidden_segments > 0 || std::any_of(segments.begin(), segments.end(),
-			   [](const SegmentVerdict& v) {
-				   // A failed checksum over readable bytes, or an unreadable header: what the segment held is gone.
-				   return v.left_behind_sectors > 0 || v.reason == "checksum-mismatch" ||
-					  v.reason == "header-unreadable";
-			   });
+							 [](const SegmentVerdict& v) {
+								 // A failed checksum over readable bytes, or an unreadable header: what the segment held is gone.
+								 return v.left_behind_sectors > 0 || v.reason == "checksum-mismatch" ||
+									v.reason == "header-unreadable";
+							 });
 }
 
 namespace {
@@ -633,7 +633,7 @@ private:
 			report_.lost.push_back(LostRange{.sector = sector,
 							 .sectors = sectors,
 							 .reason = kind == ReplayFailure::write_failed ? LossReason::write_failed
-												      : LossReason::cache_copy_unreadable});
+												       : LossReason::cache_copy_unreadable});
 		};
 		ReplayResult result = execute_replay(plan, cache_, *destination_, exec);
 		report_.extents = result.extents_written;

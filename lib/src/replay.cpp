@@ -599,9 +599,9 @@ nlohmann::json replay_report_json(const ReplayPlan& plan, const ReplayRun& run)
 void write_replay_report_json(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run)
 {
 	const StreamedArray arrays[] = {{"segments", [&](const JsonSink& sink) {
-		for (const SegmentUse& use : segment_uses(plan))
-			sink(segment_use_json(use));
-	}}};
+						 for (const SegmentUse& use : segment_uses(plan))
+							 sink(segment_use_json(use));
+					 }}};
 	write_json_document(out, replay_report_head(plan, run), arrays);
 }
 

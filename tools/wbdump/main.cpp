@@ -116,14 +116,14 @@ int run(const Options& o)
 			// The list grows with the log (millions of entries on a large cache): it is
 			// written one entry at a time, never held.
 			const StreamedArray metablocks[] = {{"metablocks", [&](const JsonSink& sink) {
-				for_each_log_metablock(*cache, scan, [&](const LogSegment& seg, unsigned i, const Metablock& mb) {
-					sink({{"segment_id", seg.id},
-					      {"slot", seg.slot},
-					      {"index", i},
-					      {"sector", mb.sector},
-					      {"dirty_bits", mb.dirty_bits}});
-				});
-			}}};
+								     for_each_log_metablock(*cache, scan, [&](const LogSegment& seg, unsigned i, const Metablock& mb) {
+									     sink({{"segment_id", seg.id},
+										   {"slot", seg.slot},
+										   {"index", i},
+										   {"sector", mb.sector},
+										   {"dirty_bits", mb.dirty_bits}});
+								     });
+							     }}};
 			write_json_document(std::cout, doc, metablocks);
 		}
 	}

@@ -29,8 +29,8 @@ public:
 
 private:
 	class Buffer;
-	std::string path_;        // as given, for messages
-	std::string final_path_;  // where it is renamed to (a symlink's target)
+	std::string path_;       // as given, for messages
+	std::string final_path_; // where it is renamed to (a symlink's target)
 	std::string temp_path_;
 	int fd_ = -1;
 	std::unique_ptr<Buffer> buffer_;
