@@ -414,9 +414,9 @@ private:
 		std::sort(usable.begin(), usable.end(),
 			  [](const SlotRead* a, const SlotRead* b) { return a->header.id < b->header.id; });
 		s->last_flushed_id = usable.empty() ? 0 : usable.back()->header.id;
-		s->last_writeback_id = wb_last_writeback_id(s->last_flushed_id, s->sb_record, nr);
+		s->last_writeback_id = wb_last_writeback_id(s->last_flushed_id, s->sb_record, s->geometry.nr_segments);
 		if (record_past_log()) {
-			const std::uint64_t inferred = wb_previous_lap_id(s->last_flushed_id, nr);
+			const std::uint64_t inferred = wb_previous_lap_id(s->last_flushed_id, s->geometry.nr_segments);
 			s->last_writeback_id = inferred;
 			report_.notes.push_back(fmt::format(
 				"the superblock record ({}) is past the newest segment id ({}), which cannot be true: no "
