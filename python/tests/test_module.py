@@ -161,6 +161,8 @@ def test_stubs_match_the_module():
     top, members = stub_names(PACKAGE / "_wbkit.pyi")
     assert public(dir(_wbkit)) == public(top)
     for name, stubbed in members.items():
+        if name.startswith("_"):
+            continue  # a generic base of the stub (_View, _Iterator), not a class of the module
         cls = getattr(_wbkit, name)
         if issubclass(cls, enum.Enum):
             assert {m.name for m in cls} == stubbed, name

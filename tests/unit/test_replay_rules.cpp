@@ -86,15 +86,15 @@ TEST(ReplayRules, PreviousLapIdIsTheSlotsFormerTenant)
 
 TEST(ReplayRules, LastWritebackIdTakesTheRecordCappedAndTheRingBound)
 {
-	EXPECT_EQ(wb_last_writeback_id(0, 0, 8), 0u);        // empty log
-	EXPECT_EQ(wb_last_writeback_id(0, 5, 8), 0u);        // a record with no log behind it counts for nothing
-	EXPECT_EQ(wb_last_writeback_id(6, 0, 8), 0u);        // first lap, record never written
-	EXPECT_EQ(wb_last_writeback_id(6, 4, 8), 4u);        // the record
-	EXPECT_EQ(wb_last_writeback_id(6, 9, 8), 6u);        // a record past the log is capped at it
-	EXPECT_EQ(wb_last_writeback_id(20, 0, 8), 12u);      // wrapped: one lap behind is written back
-	EXPECT_EQ(wb_last_writeback_id(20, 3, 8), 12u);      // a stale record loses to the ring
-	EXPECT_EQ(wb_last_writeback_id(20, 15, 8), 15u);     // a newer record wins
-	EXPECT_EQ(wb_last_writeback_id(9, 0, 8), 1u);        // the first wrap
+	EXPECT_EQ(wb_last_writeback_id(0, 0, 8), 0u);    // empty log
+	EXPECT_EQ(wb_last_writeback_id(0, 5, 8), 0u);    // a record with no log behind it counts for nothing
+	EXPECT_EQ(wb_last_writeback_id(6, 0, 8), 0u);    // first lap, record never written
+	EXPECT_EQ(wb_last_writeback_id(6, 4, 8), 4u);    // the record
+	EXPECT_EQ(wb_last_writeback_id(6, 9, 8), 6u);    // a record past the log is capped at it
+	EXPECT_EQ(wb_last_writeback_id(20, 0, 8), 12u);  // wrapped: one lap behind is written back
+	EXPECT_EQ(wb_last_writeback_id(20, 3, 8), 12u);  // a stale record loses to the ring
+	EXPECT_EQ(wb_last_writeback_id(20, 15, 8), 15u); // a newer record wins
+	EXPECT_EQ(wb_last_writeback_id(9, 0, 8), 1u);    // the first wrap
 	EXPECT_EQ(wb_last_writeback_id(max64, max64, 1), max64);
 	EXPECT_EQ(wb_last_writeback_id(max64, 0, 1), max64 - 1);
 	EXPECT_EQ(wb_last_writeback_id(max64, 0, max64), 0u);
