@@ -46,7 +46,6 @@ test: deps
 	$(MAKE) all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
-	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
 	$(MAKE) test-vm
 
