@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps deps-build configure demo test test-unit test-asan test-fuzz test-python test-vm bench kmod clean
+.PHONY: all deps deps-build configure demo deb test test-unit test-asan test-fuzz test-python test-vm bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -23,6 +23,10 @@ configure: deps-build
 # The main job on the bundled demo cache image.
 demo: all
 	scripts/demo.sh $(BUILD)
+
+# The Debian packages wbkit, python3-wbkit and dm-wbkit-dkms, into $(BUILD)/.
+deb: all
+	cd $(BUILD) && cpack -G DEB
 
 # Everything: unit, CLI, block-device, Python, sanitizer, fuzz and VM tests.
 test: deps
