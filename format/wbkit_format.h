@@ -17,6 +17,7 @@
 #include <linux/types.h>
 #include <linux/stddef.h>
 #include <linux/build_bug.h>
+#include <linux/math64.h>
 #define WB_FORMAT_CHECK(cond, msg) static_assert(cond, msg)
 #else
 #include "wbkit_types_shim.h"
@@ -123,6 +124,120 @@ static inline __u64 wb_nr_segments(__u64 cache_sectors)
 	if (cache_sectors < WB_SUPERBLOCK_SECTORS)
 		return 0;
 	return (cache_sectors - WB_SUPERBLOCK_SECTORS) >> WB_SEGMENT_SIZE_ORDER;
+}
+
+/*
+ * The replay rules, over plain integers, shared by the kernel's replay and
+ * the offline tools so that both read a log the same way. None of them
+ * divides by a value the caller has not checked: every function taking
+ * nr_segments requires nr_segments >= 1 (a cache without a whole slot is
+ * refused before any of them is called).
+ */
+
+/* a mod b for 64-bit operands, also on 32-bit kernels; b >= 1. */
+static inline __u64 wb_u64_rem(__u64 a, __u64 b)
+{
+#ifdef __KERNEL__
+	u64 rem;
+
+	div64_u64_rem(a, b, &rem);
+	return rem;
+#else
+	return a % b;
+#endif
+}
+
+/* The slot segment id lives in: (id - 1) mod nr_segments. id >= 1. */
+static inline __u64 wb_slot_of_id(__u64 id, __u64 nr_segments)
+{
+	return wb_u64_rem(id - 1, nr_segments);
+}
+
+/*
+ * The slot replay starts from: that of max_id + 1, where the oldest segment
+ * of a full ring lives. max_id is the largest id on the cache (0: empty,
+ * which gives slot 0). Written as max_id mod nr_segments so that
+ * max_id == U64_MAX does not wrap.
+ */
+static inline __u64 wb_oldest_slot(__u64 max_id, __u64 nr_segments)
+{
+	return wb_u64_rem(max_id, nr_segments);
+}
+
+/*
+ * The slot visited at step (0-based) of the ring walk that starts at
+ * oldest_slot. oldest_slot < nr_segments and step < nr_segments; computed
+ * without a sum that could pass 2^64.
+ */
+static inline __u64 wb_ring_slot(__u64 oldest_slot, __u64 step,
+				 __u64 nr_segments)
+{
+	__u64 to_end = nr_segments - oldest_slot;
+
+	return step < to_end ? oldest_slot + step : step - to_end;
+}
+
+/*
+ * The id that held id's slot one lap of the ring earlier, 0 if none. Before
+ * a segment can be written to its slot, that one must be on the backing
+ * device; so once id is on the cache, everything up to it is written back.
+ */
+static inline __u64 wb_previous_lap_id(__u64 id, __u64 nr_segments)
+{
+	return id > nr_segments ? id - nr_segments : 0;
+}
+
+/*
+ * last_writeback_id after replay: the superblock record is a lower bound the
+ * target saved (capped at what the log holds, since a record may be stale
+ * or damaged), and the ring itself proves everything one lap behind
+ * last_flushed_id was written back.
+ */
+static inline __u64 wb_last_writeback_id(__u64 last_flushed_id,
+					 __u64 sb_record, __u64 nr_segments)
+{
+	__u64 by_ring = wb_previous_lap_id(last_flushed_id, nr_segments);
+	__u64 by_record = sb_record < last_flushed_id ? sb_record
+						      : last_flushed_id;
+
+	return by_ring > by_record ? by_ring : by_record;
+}
+
+/*
+ * Whether a superblock record fits a log whose largest id is max_id: within
+ * [max_id - nr_segments, max_id]. 0 means never written (the record is
+ * only updated when update_sb_record_interval is set) and always fits.
+ */
+static inline bool wb_sb_record_in_range(__u64 sb_record, __u64 max_id,
+					 __u64 nr_segments)
+{
+	return sb_record == 0 ||
+	       (sb_record <= max_id &&
+		sb_record >= wb_previous_lap_id(max_id, nr_segments));
+}
+
+/*
+ * The sectors of its 4 KiB block a metablock entry decides when it is the
+ * newest entry for them: its dirty sectors, or all 8 for a clean entry (a
+ * newer clean copy makes every older dirty sector of the block obsolete).
+ */
+static inline __u8 wb_entry_sectors(__u8 dirty_bits)
+{
+	return dirty_bits ? dirty_bits : (__u8)((1U << WB_BLOCK_SECTORS) - 1);
+}
+
+/*
+ * Which of two entries for one block wins: the one replay applies later,
+ * that is the later segment in replay order (ring order from the oldest
+ * slot, which is id order in an intact log) or, within one segment, the
+ * higher metablock index.
+ */
+static inline bool wb_entry_is_newer(__u64 replay_pos_a, __u32 index_a,
+				     __u64 replay_pos_b, __u32 index_b)
+{
+	if (replay_pos_a != replay_pos_b)
+		return replay_pos_a > replay_pos_b;
+	return index_a > index_b;
 }
 
 #endif /* WBKIT_FORMAT_H */

@@ -8,6 +8,9 @@
 
 #include <linux/types.h>	/* __le32, __le64, __u8, __u32, __u64 */
 #include <stddef.h>
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
 
 #ifndef __packed
 #define __packed __attribute__((packed))

@@ -31,7 +31,7 @@ bool wb_should_writeback(struct wb_device *wb)
 		return false;
 	if (atomic_read(&wb->drop_caches))
 		return true;
-	if (next > wb->nr_segments && next - wb->nr_segments > lw)
+	if (wb_previous_lap_id(next, wb->nr_segments) > lw)
 		return true;
 	return thr && (lf - lw) * 100 > (u64)thr * wb->nr_segments;
 }

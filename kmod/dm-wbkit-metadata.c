@@ -370,7 +370,7 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 
 		old = wb_ht_lookup(wb, mb->sector);
 		if (old) {
-			u8 keep = bits ? (old->dirty_bits & ~bits) : 0;
+			u8 keep = old->dirty_bits & ~wb_entry_sectors(bits);
 
 			if (keep) {
 				err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
@@ -417,14 +417,13 @@ static int wb_replay(struct wb_device *wb, char **error)
 		cond_resched();
 	}
 
-	start = max_id ? wb_id_to_slot(wb, max_id + 1) : 0;
+	start = wb_oldest_slot(max_id, wb->nr_segments);
 	for (i = 0; max_id && i < wb->nr_segments; i++) {
 		u64 id;
 		u32 slot;
 		u8 length;
 
-		div64_u64_rem(start + i, wb->nr_segments, &k);
-		slot = (u32)k;
+		slot = (u32)wb_ring_slot(start, i, wb->nr_segments);
 		hdr = buf;
 		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
 				 wb_slot_start_sector(slot), buf, WB_BLOCK_SIZE);
@@ -470,7 +469,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 		u64 nr_after = 0;
 
 		for (i++; i < wb->nr_segments; i++) {
-			div64_u64_rem(start + i, wb->nr_segments, &k);
+			k = wb_ring_slot(start, i, wb->nr_segments);
 			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
 					 wb_slot_start_sector(k), wb->bounce,
 					 WB_BLOCK_SIZE);
@@ -495,8 +494,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 			      (wb->bounce + WB_BLOCK_SIZE - WB_SECTOR_SIZE))
 			     ->last_writeback_segment_id);
 
-	lw = last_id > wb->nr_segments ? last_id - wb->nr_segments : 0;
-	lw = max(lw, min(record, last_id));
+	lw = wb_last_writeback_id(last_id, record, wb->nr_segments);
 
 	/* Segments up to lw are on the backing device: nothing in them is dirty. */
 	for (k = 0; k < wb->nr_segments; k++) {

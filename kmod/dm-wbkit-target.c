@@ -72,8 +72,8 @@ static int wb_read_mb(struct wb_device *wb, struct wb_metablock *mb, void *dst)
 
 static bool wb_slot_free(struct wb_device *wb, u64 id)
 {
-	return id <= wb->nr_segments ||
-	       id - wb->nr_segments <= READ_ONCE(wb->last_writeback_id);
+	return wb_previous_lap_id(id, wb->nr_segments) <=
+	       READ_ONCE(wb->last_writeback_id);
 }
 
 /*

@@ -212,10 +212,7 @@ static inline struct block_device *wb_bdev(struct wb_device *wb,
 /* Slot of segment id (ids start at 1). */
 static inline u32 wb_id_to_slot(struct wb_device *wb, u64 id)
 {
-	u64 rem;
-
-	div64_u64_rem(id - 1, wb->nr_segments, &rem);
-	return (u32)rem;
+	return (u32)wb_slot_of_id(id, wb->nr_segments);
 }
 
 static inline struct wb_segment *wb_seg_of_id(struct wb_device *wb, u64 id)

@@ -273,11 +273,11 @@ private:
 			scan_.stop_reason = StopReason::empty_log;
 			return;
 		}
-		const std::uint64_t start = scan_.max_id % nr; // slot of max_id + 1: the oldest
+		const std::uint64_t oldest = wb_oldest_slot(scan_.max_id, nr);
 		bool stopped = false;
 		std::uint64_t previous_id = 0;
 		for (std::uint64_t step = 0; step < nr; ++step) {
-			const std::uint64_t slot = (start + step) % nr;
+			const std::uint64_t slot = wb_ring_slot(oldest, step, nr);
 			SlotInfo& info = scan_.slots[slot];
 			if (info.state == SlotState::empty)
 				continue;
@@ -355,19 +355,15 @@ private:
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
 		scan_.last_flushed_id = scan_.log.empty() ? 0 : scan_.log.back().id;
-		const std::uint64_t lf = scan_.last_flushed_id;
 		const std::uint64_t record = scan_.sb_record;
-		const std::uint64_t inferred = lf > nr ? lf - nr : 0;
-		scan_.last_writeback_id = std::max(inferred, std::min(record, lf));
+		scan_.last_writeback_id = wb_last_writeback_id(scan_.last_flushed_id, record, nr);
 		for (LogSegment& seg : scan_.log)
 			seg.written_back = seg.id <= scan_.last_writeback_id;
 
-		// A record of 0 means "never written" (update_sb_record_interval is 0): not out of range.
-		const std::uint64_t low = scan_.max_id > nr ? scan_.max_id - nr : 0;
-		if (record != 0 && (record > scan_.max_id || record < low))
+		if (!wb_sb_record_in_range(record, scan_.max_id, nr))
 			add(FindingCode::sb_record_out_of_range, {.cache_offset = WB_SB_RECORD_OFFSET},
-			    fmt::format("record says segment {} was written back; the log holds ids {}..{}", record, low,
-					scan_.max_id));
+			    fmt::format("record says segment {} was written back; the log holds ids {}..{}", record,
+					wb_previous_lap_id(scan_.max_id, nr), scan_.max_id));
 	}
 
 	void build_index()
@@ -406,9 +402,7 @@ void build_sector_index(LogScan& scan, std::vector<SectorSource> entries)
 	std::sort(entries.begin(), entries.end(), [](const SectorSource& a, const SectorSource& b) {
 		if (a.block_sector != b.block_sector)
 			return a.block_sector < b.block_sector;
-		if (a.log_index != b.log_index)
-			return a.log_index < b.log_index;
-		return a.metablock < b.metablock;
+		return wb_entry_is_newer(b.log_index, b.metablock, a.log_index, a.metablock);
 	});
 
 	// Per block, newest entry first: each sector is decided by the newest
@@ -426,7 +420,7 @@ void build_sector_index(LogScan& scan, std::vector<SectorSource> entries)
 		std::uint8_t block_dirty = 0;
 		for (std::size_t i = end; i-- > begin && remaining;) {
 			SectorSource e = entries[i];
-			std::uint8_t touched = std::uint8_t((e.dirty_bits ? e.dirty_bits : 0xff) & remaining);
+			std::uint8_t touched = std::uint8_t(wb_entry_sectors(e.dirty_bits) & remaining);
 			if (!touched)
 				continue;
 			remaining = std::uint8_t(remaining & ~touched);
@@ -464,7 +458,7 @@ const SectorSource* LogScan::find_sector(std::uint64_t backing_sector) const
 	for (; it != index.end() && it->block_sector <= backing_sector; ++it) {
 		unsigned bit = unsigned(backing_sector - it->block_sector);
 		if ((it->sectors >> bit) & 1u)
-			if (!best || it->log_index > best->log_index)
+			if (!best || wb_entry_is_newer(it->log_index, it->metablock, best->log_index, best->metablock))
 				best = &*it;
 	}
 	return best;

@@ -108,8 +108,8 @@ void LogWriter::flush()
 void LogWriter::seal_segment()
 {
 	const std::uint64_t nr = geometry_.nr_segments;
-	if (open_id_ > nr)
-		write_back_through(open_id_ - nr); // the slot's previous segment must be on the backing device
+	if (const std::uint64_t previous = wb_previous_lap_id(open_id_, nr))
+		write_back_through(previous); // the slot's previous segment must be on the backing device
 
 	auto block0 = open_segment_.span().first(block_size);
 	open_header_.checksum = 0;

@@ -384,10 +384,8 @@ private:
 				usable.push_back(&r);
 		std::sort(usable.begin(), usable.end(),
 			  [](const SlotRead* a, const SlotRead* b) { return a->header.id < b->header.id; });
-		const std::uint64_t nr = s->geometry.nr_segments;
 		s->last_flushed_id = usable.empty() ? 0 : usable.back()->header.id;
-		const std::uint64_t lf = s->last_flushed_id;
-		s->last_writeback_id = std::max(lf > nr ? lf - nr : 0, std::min(s->sb_record, lf));
+		s->last_writeback_id = wb_last_writeback_id(s->last_flushed_id, s->sb_record, s->geometry.nr_segments);
 
 		std::vector<SectorSource> entries;
 		for (const SlotRead* r : usable) {

@@ -384,10 +384,10 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)
 		return uses;
 	// Ring order from the oldest, as the replay walks.
 	const std::uint64_t nr = scan.slots.size();
-	const std::uint64_t start = scan.max_id % nr;
+	const std::uint64_t oldest = wb_oldest_slot(scan.max_id, nr);
 	bool after_stop = false;
 	for (std::uint64_t step = 0; step < nr; ++step) {
-		const std::uint64_t slot = (start + step) % nr;
+		const std::uint64_t slot = wb_ring_slot(oldest, step, nr);
 		const SlotInfo& info = scan.slots[slot];
 		if (info.state == SlotState::empty)
 			continue;

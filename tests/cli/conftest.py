@@ -11,6 +11,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
 TOOLS = ("wbdump", "wbreplay", "wbrecover")
+# The tools that write: both take the devices as --cache CACHE --backing BACKING.
+WRITING_TOOLS = ("wbreplay", "wbrecover")
+# The exit codes every tool documents.
+OK, DAMAGE, USAGE, OPERATIONAL, REFUSED = 0, 1, 2, 3, 4
 
 
 def build_path() -> pathlib.Path:
@@ -30,8 +34,13 @@ def tool_path(name: str) -> pathlib.Path:
     return build_path() / "tools" / name / name
 
 
-def existing_tools():
-    return [name for name in TOOLS if tool_path(name).exists()]
+def existing_tools(names=TOOLS):
+    return [name for name in names if tool_path(name).exists()]
+
+
+def device_args(tool, cache, backing):
+    """The arguments that name the devices: wbdump reads the cache alone."""
+    return [cache] if tool == "wbdump" else ["--cache", cache, "--backing", backing]
 
 
 def run(args, **kwargs) -> subprocess.CompletedProcess:

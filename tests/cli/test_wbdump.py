@@ -1,14 +1,14 @@
 """wbdump from the outside: exit codes, bad input, output content, and the
-promise that it never writes."""
+promise that it never writes.
+What every tool shares (help, usage errors, unusable input) is in
+test_contract.py."""
 import json
 import os
 import subprocess
 
 import pytest
 
-from conftest import run, sha256, tool_path
-
-OK, DAMAGE, USAGE, IO = 0, 1, 2, 3
+from conftest import DAMAGE, OK, OPERATIONAL, USAGE, run, sha256, tool_path
 
 
 def wbdump(*args):
@@ -31,19 +31,6 @@ def good_cache(tmp_path, wbsynth):
                    "--partial-percent", "30", "--flush-every", "50")
 
 
-def test_missing_file(tmp_path):
-    result = wbdump(tmp_path / "absent.img")
-    assert result.returncode == IO
-    assert result.stderr.startswith("wbdump: error:")
-    assert "absent.img" in result.stderr
-
-
-def test_directory(tmp_path):
-    result = wbdump(tmp_path)
-    assert result.returncode == IO
-    assert "directory" in result.stderr
-
-
 def test_unreadable_file(tmp_path):
     image = tmp_path / "secret.img"
     image.write_bytes(b"\0" * 4096)
@@ -56,7 +43,7 @@ def test_unreadable_file(tmp_path):
         image.chmod(0)
         args = [tool_path("wbdump"), image]
     result = run(args)
-    assert result.returncode == IO, result.stderr
+    assert result.returncode == OPERATIONAL, result.stderr
     assert "Permission denied" in result.stderr
 
 

@@ -1,6 +1,8 @@
 """wbrecover's contract: refusals, the diagnosis and the JSON report, the
 kernel policy against --salvage on a damaged log, --output leaving the
-backing device untouched, and exit 0 only when nothing was lost."""
+backing device untouched, and exit 0 only when nothing was lost.
+What every tool shares (help, usage errors, unusable input) is in
+test_contract.py."""
 import json
 import os
 import shutil
@@ -8,52 +10,11 @@ import subprocess
 
 import pytest
 
-from conftest import run, sha256, tool_path
-
-OK, DAMAGE, USAGE, OPERATIONAL, REFUSED = 0, 1, 2, 3, 4
+from conftest import DAMAGE, OK, OPERATIONAL, REFUSED, run, sha256, tool_path
 
 
 def wbrecover(*args, **kwargs):
     return run([tool_path("wbrecover"), *args], **kwargs)
-
-
-def test_help_documents_policies_output_and_exit_codes():
-    result = wbrecover("--help")
-    assert result.returncode == OK
-    for word in ("--salvage", "--output", "--report", "single point", "Exit codes", "0 nothing was lost"):
-        assert word in result.stdout
-
-
-def test_missing_required_option_is_a_usage_error(tmp_path):
-    result = wbrecover("--backing", tmp_path / "x")
-    assert result.returncode == USAGE
-    assert result.stderr.startswith("wbrecover: error:")
-
-
-def test_missing_file_and_directory_are_operational(wbsynth, tmp_path):
-    _, backing = wbsynth(tmp_path)
-    missing = wbrecover("--cache", tmp_path / "nope.img", "--backing", backing)
-    assert missing.returncode == OPERATIONAL and "nope.img" in missing.stderr
-    directory = wbrecover("--cache", tmp_path, "--backing", backing)
-    assert directory.returncode == OPERATIONAL and "directory" in directory.stderr
-
-
-@pytest.mark.parametrize("kind", ["tiny", "zero", "garbage"])
-def test_bad_cache_images_are_refused_without_writing(wbsynth, tmp_path, kind):
-    _, backing = wbsynth(tmp_path)
-    bad = tmp_path / f"{kind}.img"
-    if kind == "tiny":
-        bad.write_bytes(b"\1" * 1000)
-    elif kind == "zero":
-        with open(bad, "wb") as f:
-            f.truncate(4 << 20)
-    else:
-        bad.write_bytes(os.urandom(3 << 20))
-    before = sha256(backing), sha256(bad)
-    result = wbrecover("--cache", bad, "--backing", backing)
-    assert result.returncode == REFUSED, result.stderr
-    assert result.stderr.startswith("wbrecover: error:")
-    assert (sha256(backing), sha256(bad)) == before
 
 
 def test_same_device_and_output_onto_an_input_are_refused(wbsynth, tmp_path):

@@ -1,6 +1,8 @@
 """wbreplay's contract: refusals before any write, dry runs that write
 nothing, a replay that matches the workload's logical image, the cache left
-alone without --mark-clean, idempotence, and a run killed halfway."""
+alone without --mark-clean, idempotence, and a run killed halfway.
+What every tool shares (help, usage errors, unusable input) is in
+test_contract.py."""
 import json
 import os
 import shutil
@@ -10,9 +12,7 @@ import time
 
 import pytest
 
-from conftest import run, sha256, tool_path
-
-OK, DAMAGE, USAGE, OPERATIONAL, REFUSED = 0, 1, 2, 3, 4
+from conftest import DAMAGE, OK, REFUSED, run, sha256, tool_path
 
 
 def wbreplay(*args, **kwargs):
@@ -30,69 +30,6 @@ def synth(wbsynth, tmp_path):
         return cache, backing, None if damaged else expected
 
     return make
-
-
-def test_help_documents_safety_mark_clean_and_exit_codes():
-    result = wbreplay("--help")
-    assert result.returncode == OK
-    for word in ("--mark-clean", "--dry-run", "--force", "O_EXCL", "Exit codes", "4 refused"):
-        assert word in result.stdout
-
-
-def test_missing_required_option_is_a_usage_error(tmp_path):
-    result = wbreplay("--cache", tmp_path / "x")
-    assert result.returncode == USAGE
-    assert result.stderr.startswith("wbreplay: error:")
-
-
-def test_missing_file_is_operational(synth, tmp_path):
-    _, backing, _ = synth()
-    result = wbreplay("--cache", tmp_path / "nope.img", "--backing", backing)
-    assert result.returncode == OPERATIONAL
-    assert "wbreplay: error:" in result.stderr and "nope.img" in result.stderr
-
-
-def test_directory_is_operational(synth, tmp_path):
-    _, backing, _ = synth()
-    result = wbreplay("--cache", tmp_path, "--backing", backing)
-    assert result.returncode == OPERATIONAL
-    assert "directory" in result.stderr
-
-
-@pytest.mark.parametrize("kind", ["tiny", "zero", "garbage"])
-def test_bad_cache_images_are_refused_without_writing(synth, tmp_path, kind):
-    _, backing, _ = synth()
-    bad = tmp_path / f"{kind}.img"
-    if kind == "tiny":
-        bad.write_bytes(b"\0" * 4096)
-    elif kind == "zero":
-        with open(bad, "wb") as f:
-            f.truncate(4 << 20)
-    else:
-        bad.write_bytes(os.urandom(3 << 20))
-    before = sha256(backing), sha256(bad)
-    result = wbreplay("--cache", bad, "--backing", backing)
-    assert result.returncode == REFUSED, result.stderr
-    assert result.stderr.startswith("wbreplay: error:")
-    assert ("not a writeboost cache" if kind == "tiny" else "no writeboost magic") in result.stderr
-    assert (sha256(backing), sha256(bad)) == before
-
-
-def test_same_file_is_refused(synth):
-    cache, _, _ = synth()
-    before = sha256(cache)
-    result = wbreplay("--cache", cache, "--backing", cache)
-    assert result.returncode == REFUSED
-    assert "same file" in result.stderr
-    assert sha256(cache) == before
-
-
-def test_same_file_through_another_path_is_refused(synth, tmp_path):
-    cache, _, _ = synth()
-    link = tmp_path / "link.img"
-    os.link(cache, link)
-    result = wbreplay("--cache", cache, "--backing", link)
-    assert result.returncode == REFUSED
 
 
 def test_too_small_backing_is_refused_and_force_replays_the_rest(synth, tmp_path):

@@ -40,8 +40,13 @@ protected:
 
 	LogScan scan(ScanOptions options = {}) { return scan_log(*cache, options); }
 
-	// Rewrites slot's header through `edit`; optionally recomputes the checksum.
-	void patch_header(std::uint64_t slot, const std::function<void(SegmentHeader&)>& edit, bool fix_checksum)
+	enum class Checksum {
+		stale,
+		recompute,
+	};
+
+	// Rewrites slot's header through `edit`; the checksum stays as it was or is recomputed.
+	void patch_header(std::uint64_t slot, Checksum checksum, const std::function<void(SegmentHeader&)>& edit)
 	{
 		Geometry g = Geometry::for_cache_bytes(cache_bytes);
 		AlignedBuffer seg(segment_size);
@@ -49,7 +54,7 @@ protected:
 		SegmentHeader h = parse_segment_header(seg.span().first(block_size));
 		edit(h);
 		write_segment_header(seg.span().first(block_size), h);
-		if (fix_checksum) {
+		if (checksum == Checksum::recompute) {
 			h.checksum = segment_checksum(seg.span(), h.usable_length());
 			write_segment_header(seg.span().first(block_size), h);
 		}

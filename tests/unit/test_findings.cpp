@@ -89,7 +89,7 @@ TEST_F(Findings, LengthTooLarge)
 {
 	LogWriter w = make_writer();
 	write_full_segments(w, 2);
-	patch_header(1, [](SegmentHeader& h) { h.length = 200; }, false);
+	patch_header(1, Checksum::stale, [](SegmentHeader& h) { h.length = 200; });
 	LogScan s = scan();
 	EXPECT_TRUE(has(s, FindingCode::length_too_large));
 	EXPECT_EQ(s.slots[1].state, SlotState::length_too_large);
@@ -100,7 +100,7 @@ TEST_F(Findings, SlotMismatchAndIdRepeat)
 {
 	LogWriter w = make_writer();
 	write_full_segments(w, 3);
-	patch_header(2, [](SegmentHeader& h) { h.id = 2; }, true); // id 2 again, in slot 2
+	patch_header(2, Checksum::recompute, [](SegmentHeader& h) { h.id = 2; }); // id 2 again, in slot 2
 	LogScan s = scan();
 	EXPECT_TRUE(has(s, FindingCode::slot_mismatch));
 	EXPECT_TRUE(has(s, FindingCode::id_repeat));
@@ -110,7 +110,7 @@ TEST_F(Findings, IdGap)
 {
 	LogWriter w = make_writer();
 	write_full_segments(w, 3);
-	patch_header(1, [](SegmentHeader& h) { h = SegmentHeader{}; }, false);
+	patch_header(1, Checksum::stale, [](SegmentHeader& h) { h = SegmentHeader{}; });
 	EXPECT_TRUE(has(scan(), FindingCode::id_gap));
 }
 
@@ -147,7 +147,7 @@ TEST_F(Findings, MetablockSectorUnaligned)
 	LogWriter w = make_writer();
 	w.write(0, pattern_bytes(block_size, 1));
 	w.flush();
-	patch_header(0, [](SegmentHeader& h) { h.metablocks[0].sector = 13; }, true);
+	patch_header(0, Checksum::recompute, [](SegmentHeader& h) { h.metablocks[0].sector = 13; });
 	LogScan s = scan();
 	EXPECT_TRUE(has(s, FindingCode::metablock_sector_unaligned));
 	ASSERT_NE(s.find_sector(20), nullptr); // the kernel would still use it as is
@@ -169,7 +169,7 @@ TEST_F(Findings, ChecksumLegacyInverted)
 {
 	LogWriter w = make_writer();
 	write_full_segments(w, 2);
-	patch_header(0, [](SegmentHeader& h) { h.checksum = ~h.checksum; }, false);
+	patch_header(0, Checksum::stale, [](SegmentHeader& h) { h.checksum = ~h.checksum; });
 	LogScan s = scan();
 	EXPECT_TRUE(has(s, FindingCode::checksum_legacy_inverted));
 	EXPECT_EQ(s.last_flushed_id, 0u); // recognised, not accepted

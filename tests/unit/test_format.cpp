@@ -1,4 +1,4 @@
-// The on-disk layout and the CRC, pinned against FORMAT.md's numbers.
+// The on-disk layout and the CRC, pinned against the numbers of docs/FORMAT.md.
 #include <gtest/gtest.h>
 
 #include <cstring>

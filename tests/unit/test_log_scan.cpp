@@ -1,4 +1,4 @@
-// The log scan against FORMAT.md's replay rules, case by case.
+// The log scan against the replay rules of docs/FORMAT.md, case by case.
 #include "scan_fixture.hpp"
 
 using namespace wbkit;
@@ -21,7 +21,7 @@ TEST_F(ScanCase, FormattedEmptyCacheHasNothingToReplay)
 TEST_F(ScanCase, FlushedWritesAreDirtyAndFoundBySector)
 {
 	LogWriter w = make_writer();
-	w.write(80, pattern_bytes(block_size, 1)); // block 80..87
+	w.write(80, pattern_bytes(block_size, 1));       // block 80..87
 	w.write(800, pattern_bytes(2 * sector_size, 2)); // sectors 800, 801
 	w.flush();
 	w.write(1600, pattern_bytes(block_size, 3));
@@ -203,7 +203,7 @@ TEST_F(ScanCase, EmptySlotsInsideTheRingAreSkipped)
 {
 	LogWriter w = make_writer();
 	write_full_segments(w, 3);
-	patch_header(1, [](SegmentHeader& h) { h = SegmentHeader{}; }, false); // slot 1 never written
+	patch_header(1, Checksum::stale, [](SegmentHeader& h) { h = SegmentHeader{}; }); // slot 1 never written
 	LogScan s = scan();
 	ASSERT_EQ(s.log.size(), 2u);
 	EXPECT_EQ(s.log[0].id, 1u);

@@ -357,8 +357,8 @@ TEST(Recover, UnreadableBackingSectorsWithAndWithoutACacheCopy)
 
 		FaultInjectingDevice backing(open_device(d.backing_path, {.writable = !to_output}));
 		backing.fail_reads(dirty_block * 512 + 512, 1024); // sectors +1, +2 of a dirty block
-		backing.fail_reads(clean_block * 512, 3 * 512);     // sectors +0..+2 of the clean block
-		backing.fail_reads(nowhere * 512 + 2048, 512);      // sector +4 of a block with no copy
+		backing.fail_reads(clean_block * 512, 3 * 512);    // sectors +0..+2 of the clean block
+		backing.fail_reads(nowhere * 512 + 2048, 512);     // sector +4 of a block with no copy
 		const auto before = read_all(*open_device(d.backing_path));
 
 		auto cache = open_device(d.cache_path);

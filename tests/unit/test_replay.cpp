@@ -232,7 +232,9 @@ TEST(ReplayPlan, WrittenBackSegmentsAreNotReplayed)
 TEST(ReplayPlan, EmptyLogHasNothingToDo)
 {
 	Images s(4, 1 * MiB, 3);
-	{ LogWriter writer(*s.cache); }
+	{
+		LogWriter writer(*s.cache);
+	}
 	const LogScan scan = scan_log(*s.cache);
 	const ReplayPlan plan = replay_plan(scan);
 	EXPECT_EQ(plan.summary().extents, 0u);
@@ -366,11 +368,12 @@ TEST(ReplayExecute, ProgressReachesTheTotal)
 	const ReplayPlan plan = replay_plan(scan);
 	std::uint64_t calls = 0;
 	ReplayProgress last;
-	execute_replay(plan, *s.cache, *s.backing, {.progress = [&](const ReplayProgress& p) {
+	auto on_progress = [&](const ReplayProgress& p) {
 		EXPECT_GE(p.bytes_done, last.bytes_done);
 		last = p;
 		++calls;
-	}});
+	};
+	execute_replay(plan, *s.cache, *s.backing, {.progress = on_progress});
 	EXPECT_EQ(calls, plan.summary().extents);
 	EXPECT_EQ(last.bytes_done, 20u * 4096);
 	EXPECT_EQ(last.bytes_total, 20u * 4096);

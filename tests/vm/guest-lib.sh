@@ -49,6 +49,19 @@ wb_dm_create() {
 	[ -b "/dev/mapper/$1" ] || wb_fail "/dev/mapper/$1 did not appear"
 }
 
+# wb_stamp <key> <wbstamp arguments...>: runs wbstamp and reports key=ok, or
+# key=failed after the last lines of its output.
+wb_stamp() {
+	local key=$1
+	shift
+	if $WBSTAMP "$@" >/tmp/wb_stamp.out 2>&1; then
+		wb_report "$key" ok
+	else
+		tail -n 5 /tmp/wb_stamp.out
+		wb_report "$key" failed
+	fi
+}
+
 wb_dm_status() {
 	$DMSETUP status "$1" | cut -d' ' -f4-
 }

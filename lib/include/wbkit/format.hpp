@@ -34,7 +34,7 @@ struct Geometry {
 		return wb_data_block_sector(slot, index) * sector_size;
 	}
 	// The slot a segment id must live in; id must be non-zero.
-	std::uint64_t slot_of_id(std::uint64_t id) const { return (id - 1) % nr_segments; }
+	std::uint64_t slot_of_id(std::uint64_t id) const { return wb_slot_of_id(id, nr_segments); }
 };
 
 struct Metablock {
@@ -44,7 +44,7 @@ struct Metablock {
 
 	bool is_dirty() const { return dirty_bits != 0; }
 	// The sectors this entry decides: its dirty ones, or all 8 for a clean entry.
-	std::uint8_t touched_sectors() const { return dirty_bits ? dirty_bits : 0xff; }
+	std::uint8_t touched_sectors() const { return wb_entry_sectors(dirty_bits); }
 };
 
 struct SegmentHeader {

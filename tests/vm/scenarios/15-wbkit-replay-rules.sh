@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dm-wbkit replay rules (FORMAT.md, "Replay") on a crafted cache: the newest
+# dm-wbkit replay rules (docs/FORMAT.md, "Replay") on a crafted cache: the newest
 # entry wins per block; a newer partial entry keeps the older one's other
 # dirty sectors; a newer clean entry makes older dirty data obsolete; replay
 # stops at the first bad checksum and discards the valid segment after it;

@@ -26,21 +26,16 @@ vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
 wb_load_target wbkit
 table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
 dev=/dev/mapper/wb
-stamp() {
-	key=\$1; shift
-	if \$WBSTAMP "\$@" >/tmp/s.out 2>&1; then wb_report "\$key" ok
-	else tail -n 5 /tmp/s.out; wb_report "\$key" "failed"; fi
-}
 wb_dm_create wb "\$table"
-stamp write_a write \$dev $A --flush-every 0
+wb_stamp write_a write \$dev $A --flush-every 0
 \$DMSETUP suspend wb || wb_fail "suspend failed"
 \$DMSETUP resume wb || wb_fail "resume failed"
-stamp verify_a_resumed verify \$dev $A --flushed 2000
+wb_stamp verify_a_resumed verify \$dev $A --flushed 2000
 \$DMSETUP remove wb || wb_fail "remove failed"
 wb_dm_create wb "\$table"
 wb_report status_replayed "\$(wb_dm_status wb)"
-stamp verify_a_replayed verify \$dev $A --flushed 2000
-stamp write_b write \$dev $B --ops 1500 --flush-every 16
+wb_stamp verify_a_replayed verify \$dev $A --flushed 2000
+wb_stamp write_b write \$dev $B --ops 1500 --flush-every 16
 # In flight at the power cut: flushes every 8 writes, never finishes.
 \$WBSTAMP write \$dev $B --first 1501 --flush-every 8 >/dev/null 2>&1 &
 sleep 4
@@ -59,20 +54,15 @@ vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
 wb_load_target wbkit
 table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
 dev=/dev/mapper/wb
-stamp() {
-	key=\$1; shift
-	if \$WBSTAMP "\$@" >/tmp/s.out 2>&1; then wb_report "\$key" ok
-	else tail -n 5 /tmp/s.out; wb_report "\$key" "failed"; fi
-}
 wb_dm_create wb "\$table"
 wb_report status_after_cut "\$(wb_dm_status wb)"
-stamp verify_a_cut verify \$dev $A --flushed 2000
-stamp verify_b_cut verify \$dev $B --flushed 1500
+wb_stamp verify_a_cut verify \$dev $A --flushed 2000
+wb_stamp verify_b_cut verify \$dev $B --flushed 1500
 \$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
 wb_report status_dropped "\$(wb_dm_status wb)"
 \$DMSETUP remove wb || wb_fail "remove failed"
-stamp verify_a_backing verify /dev/vda $A --flushed 2000
-stamp verify_b_backing verify /dev/vda $B --flushed 1500
+wb_stamp verify_a_backing verify /dev/vda $A --flushed 2000
+wb_stamp verify_b_backing verify /dev/vda $B --flushed 1500
 GUEST
 echo "boot 2: ${VM_ELAPSED}s, status after the cut: $(vm_result status_after_cut)"
 [ "$rc" = 0 ] || exit 1

@@ -20,19 +20,14 @@ vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
 wb_load_target wbkit
 table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb 2 nr_max_batched_writeback 2"
 dev=/dev/mapper/wb
-stamp() {
-	key=\$1; shift
-	if \$WBSTAMP "\$@" >/tmp/s.out 2>&1; then wb_report "\$key" ok
-	else tail -n 5 /tmp/s.out; wb_report "\$key" "failed"; fi
-}
 wb_dm_create wb "\$table"
-stamp write write \$dev $W --flush-every 200 --final-flush
+wb_stamp write write \$dev $W --flush-every 200 --final-flush
 wb_report status_written "\$(wb_dm_status wb)"
-stamp verify_live verify \$dev $W --flushed 8000
+wb_stamp verify_live verify \$dev $W --flushed 8000
 \$DMSETUP remove wb || wb_fail "remove failed"
 wb_dm_create wb "\$table"
 wb_report status_replayed "\$(wb_dm_status wb)"
-stamp verify_replayed verify \$dev $W --flushed 8000
+wb_stamp verify_replayed verify \$dev $W --flushed 8000
 \$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
 st=\$(wb_dm_status wb)
 wb_report status_dropped "\$st"
@@ -40,7 +35,7 @@ set -- \$st
 # last_flushed_id == last_writeback_id and no dirty block left
 [ "\$5" = "\$6" ] && [ "\$7" = 0 ] && wb_report clean yes || wb_report clean no
 \$DMSETUP remove wb || wb_fail "remove failed"
-stamp verify_backing verify /dev/vda $W --flushed 8000
+wb_stamp verify_backing verify /dev/vda $W --flushed 8000
 GUEST
 echo "wrap-around: ${VM_ELAPSED}s"
 echo "status after writing: $(vm_result status_written)"

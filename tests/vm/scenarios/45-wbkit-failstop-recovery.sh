@@ -5,11 +5,7 @@
 # to the backing image.
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
-wbreplay=$(wbkit_tool wbreplay) || true
-if [ -z "$wbreplay" ]; then
-	echo "skip: wbreplay not built in ${WBKIT_BUILD_DIR:-$WBKIT_ROOT/build}/tools/wbreplay"
-	exit 77
-fi
+wbkit_need_tool wbreplay
 wbkit_prepare
 VM_TIMEOUT=420
 
@@ -26,7 +22,7 @@ wb_load_target wbkit
 LC=\$(wb_sectors /dev/vdb)
 wb_dm_create cached "0 \$LC linear /dev/vdb 0"
 wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/mapper/cached"
-\$WBSTAMP write /dev/mapper/wb $W --ops 1500 --flush-every 30 >/dev/null 2>&1 && wb_report write ok || wb_report write failed
+wb_stamp write write /dev/mapper/wb $W --ops 1500 --flush-every 30
 \$DMSETUP load cached --table "0 \$LC flakey /dev/vdb 0 0 60 1 error_writes" && \$DMSETUP resume cached
 \$WBSTAMP write /dev/mapper/wb $W --first 1501 --flush-every 30 >/dev/null 2>&1 && wb_report write_after failed || wb_report write_after ok
 wb_report status_dead "\$(wb_dm_status wb)"

@@ -6,11 +6,7 @@
 # byte for byte, and hold every write acknowledged before the last flush.
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
-wbreplay=$(wbkit_tool wbreplay) || true
-if [ -z "$wbreplay" ]; then
-	echo "skip: wbreplay not built in ${WBKIT_BUILD_DIR:-$WBKIT_ROOT/build}/tools/wbreplay"
-	exit 77
-fi
+wbkit_need_tool wbreplay
 wbkit_prepare
 VM_TIMEOUT=420
 
@@ -25,7 +21,7 @@ vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
 . /lib/wbguest.sh
 wb_load_target wbkit
 wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
-\$WBSTAMP write /dev/mapper/wb $W --ops 2000 --flush-every 25 >/tmp/s.out 2>&1 && wb_report write ok || wb_report write failed
+wb_stamp write write /dev/mapper/wb $W --ops 2000 --flush-every 25
 \$WBSTAMP write /dev/mapper/wb $W --first 2001 --flush-every 10 >/dev/null 2>&1 &
 sleep 3
 wb_report status_cut "\$(wb_dm_status wb)"

@@ -22,17 +22,12 @@ vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
 . /lib/wbguest.sh
 table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
 dev=/dev/mapper/wb
-stamp() {
-	key=\$1; shift
-	if \$WBSTAMP "\$@" >/tmp/s.out 2>&1; then wb_report "\$key" ok
-	else tail -n 5 /tmp/s.out; wb_report "\$key" "failed"; fi
-}
 sum() { \$SHA256SUM <\$dev | cut -d' ' -f1; }
 
 # dm-wbkit writes, upstream replays.
 wb_load_target wbkit
 wb_dm_create wb "\$table"
-stamp write_a write \$dev $A --flush-every 100
+wb_stamp write_a write \$dev $A --flush-every 100
 s1=\$(sum)
 wb_report status_wbkit "\$(wb_dm_status wb)"
 \$DMSETUP remove wb || wb_fail "remove failed"
@@ -41,10 +36,10 @@ wb_load_target upstream
 wb_dm_create wb "\$table"
 wb_report status_upstream_replayed "\$(wb_dm_status wb)"
 [ "\$(sum)" = "\$s1" ] && wb_report same_a yes || wb_report same_a no
-stamp verify_a_upstream verify \$dev $A --flushed 1500
+wb_stamp verify_a_upstream verify \$dev $A --flushed 1500
 
 # upstream writes (on top), dm-wbkit replays.
-stamp write_b write \$dev $B --flush-every 100
+wb_stamp write_b write \$dev $B --flush-every 100
 s2=\$(sum)
 wb_report status_upstream "\$(wb_dm_status wb)"
 \$DMSETUP remove wb || wb_fail "remove failed"
@@ -53,12 +48,12 @@ wb_load_target wbkit
 wb_dm_create wb "\$table"
 wb_report status_wbkit_replayed "\$(wb_dm_status wb)"
 [ "\$(sum)" = "\$s2" ] && wb_report same_b yes || wb_report same_b no
-stamp verify_a_wbkit verify \$dev $A --flushed 1500
-stamp verify_b_wbkit verify \$dev $B --flushed 1500
+wb_stamp verify_a_wbkit verify \$dev $A --flushed 1500
+wb_stamp verify_b_wbkit verify \$dev $B --flushed 1500
 \$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
 \$DMSETUP remove wb || wb_fail "remove failed"
-stamp verify_a_backing verify /dev/vda $A --flushed 1500
-stamp verify_b_backing verify /dev/vda $B --flushed 1500
+wb_stamp verify_a_backing verify /dev/vda $A --flushed 1500
+wb_stamp verify_b_backing verify /dev/vda $B --flushed 1500
 GUEST
 echo "interop: ${VM_ELAPSED}s"
 echo "upstream after replaying dm-wbkit's cache: $(vm_result status_upstream_replayed)"
