@@ -172,7 +172,8 @@ private:
 	void read_slot_range(std::uint64_t begin, std::uint64_t end, RangeResult& out) const
 	{
 		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size);
-		for (std::uint64_t slot = begin; slot < end; ++slot) {
+		// slot_done() in the increment: it runs after every `continue` too.
+		for (std::uint64_t slot = begin; slot < end; slot_done(), ++slot) {
 			SlotInfo& info = scan_.slots[slot];
 			std::uint64_t offset = scan_.geometry.slot_offset(slot);
 			auto header_block = buffer.span().first(block_size);
@@ -215,6 +216,17 @@ private:
 			info.computed_checksum = segment_checksum(buffer.span(), h.length);
 			info.state = checksum_state(h.checksum, info.computed_checksum);
 		}
+	}
+
+	// Called by every reader thread after each slot; the callback runs under
+	// a lock, so it need not be thread-safe.
+	void slot_done() const
+	{
+		if (!options_.progress)
+			return;
+		std::lock_guard lock(progress_lock_);
+		++slots_done_;
+		options_.progress(slots_done_ * segment_size, scan_.geometry.nr_segments * segment_size);
 	}
 
 	// Verification reads and checksums every segment: CPU-bound on a cache in
@@ -390,6 +402,8 @@ private:
 
 	Device& cache_;
 	const ScanOptions& options_;
+	mutable std::uint64_t slots_done_ = 0; // under progress_lock_
+	mutable std::mutex progress_lock_;
 	LogScan& scan_;
 	AlignedBuffer buffer_;
 	std::vector<SectorSource> entries_;

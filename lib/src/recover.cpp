@@ -218,8 +218,12 @@ public:
 							       output_->path(), output_->size_bytes(), backing_.path(),
 							       backing_.size_bytes()));
 		}
-		kernel_ = std::make_shared<LogScan>(
-			scan_log(reader_, ScanOptions{.verify_checksums = true, .backing_bytes = backing_.size_bytes()}));
+		ScanOptions scan_options{.verify_checksums = true, .backing_bytes = backing_.size_bytes()};
+		if (options_.progress)
+			scan_options.progress = [this](std::uint64_t done, std::uint64_t total) {
+				options_.progress("scan", ReplayProgress{.bytes_done = done, .bytes_total = total});
+			};
+		kernel_ = std::make_shared<LogScan>(scan_log(reader_, scan_options));
 		check_safety();
 		diagnose();
 		read_slots();
@@ -277,6 +281,7 @@ private:
 		report_.stop_reason = k.stop_reason;
 		report_.stop_slot = k.stop_slot;
 		report_.findings = k.findings;
+		report_.kernel_log = kernel_;
 		for (std::uint64_t slot = 0; slot < k.slots.size(); ++slot) {
 			const SlotState state = k.slots[slot].state;
 			if (state == SlotState::header_unreadable)
@@ -590,7 +595,7 @@ private:
 			report_.lost.push_back(LostRange{.sector = sector,
 							 .sectors = sectors,
 							 .reason = kind == ReplayFailure::write_failed ? LossReason::write_failed
-												      : LossReason::cache_copy_unreadable});
+												       : LossReason::cache_copy_unreadable});
 		};
 		ReplayResult result = execute_replay(plan, cache_, *destination_, exec);
 		report_.extents = result.extents_written;
@@ -700,8 +705,8 @@ nlohmann::json recovery_json(const RecoveryReport& r)
 	nlohmann::json findings = nlohmann::json::array();
 	for (const Finding& f : r.findings)
 		findings.push_back(finding_json(f));
-	auto optional_slot = [](const std::optional<std::uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
 	return {
+		{"schema", schema_wbrecover},
 		{"policy", r.salvage ? "salvage" : "kernel"},
 		{"forced", r.overridden},
 		{"single_point_in_time", r.single_point_in_time},
@@ -709,13 +714,10 @@ nlohmann::json recovery_json(const RecoveryReport& r)
 		 {{"cache", diagnosis_json(r.cache)},
 		  {"backing", diagnosis_json(r.backing)},
 		  {"output", r.output ? nlohmann::json(*r.output) : nlohmann::json(nullptr)}}},
+		{"geometry", r.kernel_log ? geometry_json(*r.kernel_log) : nlohmann::json(nullptr)},
+		{"log", r.kernel_log ? log_json(*r.kernel_log) : nlohmann::json(nullptr)},
 		{"diagnosis",
-		 {{"nr_segments", r.nr_segments},
-		  {"max_id", r.max_id},
-		  {"last_flushed_id", r.last_flushed_id},
-		  {"last_writeback_id", r.last_writeback_id},
-		  {"kernel_stop", {{"reason", std::string(stop_reason_name(r.stop_reason))}, {"slot", optional_slot(r.stop_slot)}}},
-		  {"unreadable_header_slots", r.unreadable_header_slots},
+		 {{"unreadable_header_slots", r.unreadable_header_slots},
 		  {"checksum_failed_slots", r.checksum_failed_slots},
 		  {"findings", findings}}},
 		{"segments", segments},

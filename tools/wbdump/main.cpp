@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "wbkit/errors.hpp"
+#include "wbkit/progress.hpp"
 #include "wbkit/tool_main.hpp"
 #include "wbkit/inspect.hpp"
 
@@ -23,6 +24,10 @@ stop point is then unknown.
 
 wbdump never writes: the cache is opened read-only.
 
+Progress of the scan goes to stderr (a bar on a terminal, plain lines
+otherwise; -q: none); --progress-fd N writes `scan DONE TOTAL` lines (bytes)
+to file descriptor N for programs.
+
 Exit codes: 0 no damage found, 1 damage found (a finding of severity warning
 or error), 2 usage error, 3 cannot open or read.)";
 
@@ -32,6 +37,8 @@ struct Options {
 	bool json = false;
 	bool metablocks = false;
 	bool no_verify = false;
+	bool quiet = false;
+	int progress_fd = -1;
 	std::optional<std::uint64_t> slot;
 	std::optional<std::uint64_t> segment;
 	std::optional<std::uint64_t> block;
@@ -40,11 +47,17 @@ struct Options {
 int run(const Options& o)
 {
 	using namespace wbkit;
+	if (o.cache.empty())
+		throw UsageError("the cache is required: wbdump CACHE or wbdump --cache CACHE");
+	ProgressReporter progress("wbdump", o.quiet);
+	progress.set_machine_fd(o.progress_fd);
 	auto cache = open_device(o.cache);
 	ScanOptions scan_options{.verify_checksums = !o.no_verify};
 	if (!o.backing.empty())
 		scan_options.backing_bytes = open_device(o.backing)->size_bytes();
+	scan_options.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update("scan", done, total); };
 	LogScan scan = scan_log(*cache, scan_options);
+	progress.finish();
 
 	nlohmann::json doc;
 	if (o.json)
@@ -119,7 +132,8 @@ int main(int argc, char** argv)
 {
 	CLI::App app(description, "wbdump");
 	Options o;
-	app.add_option("CACHE", o.cache, "cache device or image file")->required();
+	auto* positional = app.add_option("CACHE", o.cache, "cache device or image file");
+	app.add_option("--cache", o.cache, "the cache, as in the other tools (instead of CACHE)")->excludes(positional);
 	app.add_option("--backing", o.backing, "backing device: report blocks that lie past its end");
 	app.add_flag("--json", o.json, "print one JSON document (keys documented in the README)");
 	app.add_flag("--metablocks", o.metablocks, "list every metablock of the log");
@@ -128,5 +142,8 @@ int main(int argc, char** argv)
 	slot->excludes(segment);
 	app.add_option("--block", o.block, "where the newest copy of this backing SECTOR lives, with a hexdump");
 	app.add_flag("--no-verify", o.no_verify, "read segment headers only; do not verify checksums");
+	app.add_flag("-q,--quiet", o.quiet, "no progress output");
+	app.add_option("--progress-fd", o.progress_fd, "write `phase done total` progress lines to file descriptor N")
+		->check(CLI::NonNegativeNumber);
 	return wbkit::run_tool("wbdump", app, argc, argv, [&] { return run(o); });
 }

@@ -57,6 +57,8 @@ struct Options {
 	bool salvage = false;
 	bool force = false;
 	bool quiet = false;
+	bool json = false;
+	int progress_fd = -1;
 };
 
 int run(const Options& o)
@@ -69,8 +71,10 @@ int run(const Options& o)
 	std::unique_ptr<Device> output;
 	if (!in_place)
 		output = open_device(o.output, {.writable = true, .exclusive = true, .create = true});
+	// `--report -` is the report on stdout, as --json.
+	const bool json = o.json || o.report == "-";
 	std::ofstream report_file;
-	if (!o.report.empty()) {
+	if (!o.report.empty() && o.report != "-") {
 		// Opened before any work, so a bad path fails before the devices are touched.
 		report_file.open(o.report, std::ios::trunc);
 		if (!report_file)
@@ -78,6 +82,7 @@ int run(const Options& o)
 	}
 
 	ProgressReporter progress("wbrecover", o.quiet);
+	progress.set_machine_fd(o.progress_fd);
 	RecoverOptions options{.salvage = o.salvage, .force = o.force};
 	options.progress = [&](std::string_view phase, const ReplayProgress& p) {
 		progress.update(phase, p.bytes_done, p.bytes_total);
@@ -87,7 +92,11 @@ int run(const Options& o)
 	for (const std::string& what : report.overridden)
 		std::cerr << "wbrecover: --force: overriding: " << what << '\n';
 
-	print_recovery(std::cout, report);
+	// stdout carries one thing: the JSON document, or the text for people.
+	if (json)
+		std::cout << recovery_json(report).dump(2) << '\n';
+	else
+		print_recovery(std::cout, report);
 	if (report_file.is_open()) {
 		report_file << recovery_json(report).dump(2) << '\n';
 		report_file.close();
@@ -107,8 +116,11 @@ int main(int argc, char** argv)
 	app.add_option("--backing", o.backing, "backing device or image file")->required();
 	app.add_option("--output", o.output, "copy the backing device here and recover onto the copy; the backing device is not written");
 	app.add_flag("--salvage", o.salvage, "take verifiable data beyond the kernel's consistent prefix");
-	app.add_option("--report", o.report, "write the full report as JSON to FILE");
+	app.add_option("--report", o.report, "write the full report as JSON to FILE (`-`: to stdout, as --json)");
+	app.add_flag("--json", o.json, "print the full report as one JSON document instead of text");
 	app.add_flag("--force", o.force, "go on without the magic, or with blocks past the backing end");
 	app.add_flag("-q,--quiet", o.quiet, "no progress output");
+	app.add_option("--progress-fd", o.progress_fd, "write `phase done total` progress lines to file descriptor N")
+		->check(CLI::NonNegativeNumber);
 	return wbkit::run_tool("wbrecover", app, argc, argv, [&] { return run(o); });
 }

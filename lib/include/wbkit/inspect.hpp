@@ -45,6 +45,17 @@ struct SectorDetail {
 SectorDetail inspect_sector(Device& cache, const LogScan& scan, std::uint64_t backing_sector);
 
 nlohmann::json finding_json(const Finding& finding);
+// Every JSON document names its shape and version in a top-level "schema"
+// (docs/schemas/<tool>-<version>.schema.json); a change that breaks a reader
+// bumps the version.
+inline constexpr const char* schema_wbdump = "wbdump/1";
+inline constexpr const char* schema_wbreplay = "wbreplay/1";
+inline constexpr const char* schema_wbrecover = "wbrecover/1";
+
+// The parts every document shares, in one shape: the cache's geometry, and
+// the log as the kernel's replay sees it (log.stop.reason and the rest).
+nlohmann::json geometry_json(const LogScan& scan);
+nlohmann::json log_json(const LogScan& scan);
 nlohmann::json scan_json(const LogScan& scan, const std::string& cache_path);
 nlohmann::json slot_json(const SlotDetail& detail);
 nlohmann::json sector_json(const SectorDetail& detail);

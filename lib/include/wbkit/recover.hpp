@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -112,12 +113,12 @@ struct SegmentVerdict {
 	SlotState state = SlotState::empty;
 	bool in_kernel_log = false;
 	bool used = false;
-	unsigned metablocks = 0;          // known (readable) metablocks
+	unsigned metablocks = 0; // known (readable) metablocks
 	unsigned metablocks_used = 0;
 	std::uint64_t sectors_replayed = 0;
 	std::uint64_t unreadable_dirty_sectors = 0; // dirty sectors whose data could not be read
 	std::uint64_t left_behind_sectors = 0;      // readable dirty sectors the policy did not take
-	std::string reason{};                        // stable, kebab-case
+	std::string reason{};                       // stable, kebab-case
 };
 
 struct RecoveryReport {
@@ -128,7 +129,9 @@ struct RecoveryReport {
 	std::optional<std::string> output;
 	std::vector<std::string> overridden; // safety checks --force skipped
 
-	// The kernel's replay, as the diagnosis.
+	// The kernel's replay, as the diagnosis: the scan itself, and the figures
+	// the text report uses.
+	std::shared_ptr<const LogScan> kernel_log;
 	std::uint64_t nr_segments = 0;
 	std::uint64_t max_id = 0;
 	std::uint64_t last_flushed_id = 0;
