@@ -90,8 +90,3 @@ def test_report_dash_is_stdout_and_creates_no_file(tmp_path):
     assert done.stdout.startswith("diagnosis")
     validate(json.loads(report.read_text()), "wbrecover")
 
-
-def test_schema_files_are_installed_docs(build_dir):
-    """The schemas ship with the tools (packaging installs docs/schemas/)."""
-    rules = (build_dir / "docs" / "cmake_install.cmake").read_text()
-    assert "schemas" in rules

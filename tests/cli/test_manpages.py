@@ -19,7 +19,7 @@ def page_path(build_dir: pathlib.Path, page: str) -> pathlib.Path:
 
 
 def render(path: pathlib.Path, width: int) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LC_ALL="C.UTF-8", MANWIDTH=str(width), MAN_KEEP_FORMATTING="", MANPAGER="cat", PAGER="cat")
+    env = dict(os.environ, LC_ALL="C.UTF-8", MANWIDTH=str(width), MANPAGER="cat", PAGER="cat")
     # --warnings makes groff report every problem (bad requests, lines it cannot break) on stderr.
     return subprocess.run(["man", "--warnings", "-l", str(path)], capture_output=True, text=True, env=env, timeout=60)
 

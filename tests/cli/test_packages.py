@@ -49,7 +49,9 @@ def test_tools_package_runs_from_a_scratch_root(packages):
     deb, root, files = packages["wbkit"]
     expected = {f"/usr/sbin/{t}" for t in TOOLS} | {f"/usr/share/man/man8/{t}.8.gz" for t in TOOLS} | {
         f"/usr/share/bash-completion/completions/{t}" for t in TOOLS} | {
-        "/usr/share/doc/wbkit/README.md", "/usr/share/doc/wbkit/recovery.md", "/usr/share/doc/wbkit/copyright"}
+        "/usr/share/doc/wbkit/README.md", "/usr/share/doc/wbkit/recovery.md", "/usr/share/doc/wbkit/FORMAT.md",
+        "/usr/share/doc/wbkit/copyright"} | {
+        f"/usr/share/doc/wbkit/schemas/{p.name}" for p in (ROOT / "docs" / "schemas").glob("*.schema.json")}
     assert expected <= files, sorted(expected - files)
     allowed = ("/usr/sbin/", "/usr/share/man/man8/", "/usr/share/bash-completion/completions/", "/usr/share/doc/wbkit/")
     assert all(f.startswith(allowed) for f in files), sorted(f for f in files if not f.startswith(allowed))
