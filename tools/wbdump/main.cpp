@@ -57,7 +57,6 @@ int run(const Options& o)
 		scan_options.backing_bytes = open_device(o.backing)->size_bytes();
 	scan_options.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update("scan", done, total); };
 	LogScan scan = scan_log(*cache, scan_options);
-	progress.finish();
 
 	nlohmann::json doc;
 	if (o.json)
@@ -123,6 +122,8 @@ int run(const Options& o)
 
 	if (o.json)
 		std::cout << doc.dump(2) << '\n';
+	// Last, so that an error (a bad --slot, say) is the first thing on stderr.
+	progress.finish();
 	return int(has_damage(scan.findings) ? ExitCode::damage : ExitCode::ok);
 }
 

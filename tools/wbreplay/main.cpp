@@ -71,9 +71,10 @@ int run(const Options& o)
 					       .progress = [&](std::uint64_t done, std::uint64_t total) {
 						       progress.update("scan", done, total);
 					       }});
-	progress.finish();
 	report.scan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - scan_start).count();
+	// A refusal is the first thing on stderr: the scan's last progress line comes after the checks.
 	report.overridden = check_replay_safety(*cache, *backing, scan, o.force);
+	progress.finish();
 	for (const std::string& what : report.overridden)
 		std::cerr << "wbreplay: --force: overriding: " << what << '\n';
 
