@@ -59,11 +59,23 @@ public:
 			return {std::min(offset, size_), size_};
 		const off_t begin = ::lseek(fd_, off_t(offset), SEEK_DATA);
 		if (begin < 0)
-			return errno == ENXIO ? DataRange{size_, size_} : DataRange{offset, size_};
+			return errno == ENXIO ? after_last_data(offset) : DataRange{offset, size_};
 		const off_t end = ::lseek(fd_, begin, SEEK_HOLE);
 		if (end < 0)
 			return {std::min(std::uint64_t(begin), size_), size_};
 		return {std::min(std::uint64_t(begin), size_), std::min(std::uint64_t(end), size_)};
+	}
+
+	// ENXIO: no data from offset to the file's current end. Only that stretch is a
+	// hole; if the file shrank since it was opened, what lies past its end is not
+	// zeros but gone, and must be read (and fail) rather than skipped.
+	DataRange after_last_data(std::uint64_t offset) const noexcept
+	{
+		struct stat st {};
+		if (::fstat(fd_, &st) != 0)
+			return {offset, size_};
+		const std::uint64_t file_end = std::min(std::uint64_t(st.st_size), size_);
+		return {std::max(offset, file_end), size_};
 	}
 
 	int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept override
