@@ -142,6 +142,31 @@ Meta read_meta(const fs::path& file)
 	return m;
 }
 
+// A working copy of one crash state and the cache and backing devices in it.
+// With both devices under one log, the backing device is a window of the copy;
+// with only the cache logged, the backing device starts out as zeros.
+struct StateDevices {
+	SparseImage work;
+	std::optional<SparseImage> separate_backing;
+	std::optional<DeviceWindow> backing_window;
+	DeviceWindow cache;
+	Device* backing;
+
+	StateDevices(const SparseImage& state, const Meta& meta)
+		: work(state), cache(work, "cache", meta.log_cache_offset, meta.cache_bytes)
+	{
+		if (meta.log_backing_offset) {
+			backing_window.emplace(work, "backing", *meta.log_backing_offset, meta.backing_bytes);
+			backing = &*backing_window;
+		} else {
+			separate_backing.emplace("backing", meta.backing_bytes);
+			backing = &*separate_backing;
+		}
+	}
+	StateDevices(const StateDevices&) = delete;
+	StateDevices& operator=(const StateDevices&) = delete;
+};
+
 struct Counts {
 	std::uint64_t flush = 0, subset = 0, torn = 0, failures = 0, emitted = 0, recovery = 0;
 	std::uint64_t total() const { return flush + subset + torn; }
@@ -310,18 +335,10 @@ private:
 	void check_state(const SparseImage& state, const char* kind, std::uint64_t entry, std::uint64_t& counter)
 	{
 		++counter;
-		SparseImage work = state;
-		std::optional<SparseImage> separate_backing;
-		std::optional<DeviceWindow> backing_window;
-		Device* backing;
-		if (meta_.log_backing_offset) {
-			backing_window.emplace(work, "backing", *meta_.log_backing_offset, meta_.backing_bytes);
-			backing = &*backing_window;
-		} else {
-			separate_backing.emplace("backing", meta_.backing_bytes);
-			backing = &*separate_backing;
-		}
-		DeviceWindow cache(work, "cache", meta_.log_cache_offset, meta_.cache_bytes);
+		StateDevices devices(state, meta_);
+		SparseImage& work = devices.work;
+		Device* backing = devices.backing;
+		DeviceWindow& cache = devices.cache;
 
 		std::string replay_error;
 		try {
@@ -356,18 +373,9 @@ private:
 	std::string check_cut_replay(const SparseImage& state, Device& expected)
 	{
 		++counts_.recovery;
-		SparseImage work = state;
-		std::optional<SparseImage> separate_backing;
-		std::optional<DeviceWindow> backing_window;
-		Device* backing;
-		if (meta_.log_backing_offset) {
-			backing_window.emplace(work, "backing", *meta_.log_backing_offset, meta_.backing_bytes);
-			backing = &*backing_window;
-		} else {
-			separate_backing.emplace("backing", meta_.backing_bytes);
-			backing = &*separate_backing;
-		}
-		DeviceWindow cache(work, "cache", meta_.log_cache_offset, meta_.cache_bytes);
+		StateDevices devices(state, meta_);
+		Device* backing = devices.backing;
+		DeviceWindow& cache = devices.cache;
 		ScanOptions scan_options;
 		scan_options.backing_bytes = meta_.backing_bytes;
 		ReplayOptions replay_options;
