@@ -14,7 +14,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long test-python test-vm test-crash bench kmod clean
+.PHONY: all deps deps-build configure demo deb check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long test-python test-vm test-crash bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -31,6 +31,10 @@ configure: deps-build
 # The main job on the bundled demo cache image.
 demo: all
 	scripts/demo.sh $(BUILD)
+
+# The Debian packages wbkit, python3-wbkit and dm-wbkit-dkms, into $(BUILD)/.
+deb: all
+	cd $(BUILD) && cpack -G DEB
 
 # Style first: it takes seconds and fails before the long part starts.
 check-format: deps-build

@@ -208,7 +208,8 @@ private:
 		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size);
 		// A header block wholly inside a hole of a sparse image reads as
 		// zeros, id 0: an empty slot. Such slots are taken as read.
-		for (std::uint64_t slot = begin; slot < end; ++slot) {
+		// slot_done() in the increment: it runs after every `continue` too.
+		for (std::uint64_t slot = begin; slot < end; slot_done(), ++slot) {
 			SlotInfo& info = scan_.slots[slot];
 			std::uint64_t offset = scan_.geometry.slot_offset(slot);
 			if (offset >= data.end)
@@ -280,7 +281,9 @@ private:
 			if (offset + block_size <= data.begin) {
 				// The first slot whose header block reaches past the hole.
 				const std::uint64_t first = (data.begin - block_size - scan_.geometry.slot_offset(0)) / segment_size + 1;
-				cursor = std::clamp(first, cursor + 1, nr);
+				const std::uint64_t next = std::clamp(first, cursor + 1, nr);
+				slot_done(next - cursor); // read as empty without a read
+				cursor = next;
 				continue;
 			}
 			Batch& b = batches.emplace_back();
@@ -291,6 +294,17 @@ private:
 			return &b;
 		}
 		return nullptr;
+	}
+
+	// Called by the reader threads after each slot; the callback runs under
+	// a lock, so it need not be thread-safe.
+	void slot_done(std::uint64_t slots = 1) const
+	{
+		if (!options_.progress)
+			return;
+		std::lock_guard lock(progress_lock_);
+		slots_done_ += slots;
+		options_.progress(slots_done_ * segment_size, scan_.geometry.nr_segments * segment_size);
 	}
 
 	// Verification reads and checksums every segment: CPU-bound on a cache in
@@ -490,6 +504,8 @@ private:
 
 	Device& cache_;
 	const ScanOptions& options_;
+	mutable std::uint64_t slots_done_ = 0; // under progress_lock_
+	mutable std::mutex progress_lock_;
 	LogScan& scan_;
 	AlignedBuffer buffer_;
 	std::vector<SectorSource> entries_;
