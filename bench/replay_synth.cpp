@@ -156,7 +156,7 @@ int scan(const std::string& cache_path, const std::string& backing_path)
 		metablocks += seg.length;
 	fmt::print("metablocks {} index_entries {} index_bytes {} dirty_blocks {} extents {} seconds {:.2f} "
 		   "peak_rss_bytes {}\n",
-		   metablocks, s.index.size(), s.index.capacity() * sizeof(SectorSource), plan.summary().dirty_blocks,
+		   metablocks, s.index.size(), s.index.memory_bytes(), plan.summary().dirty_blocks,
 		   plan.summary().extents, seconds, std::uint64_t(usage.ru_maxrss) * 1024);
 	return 0;
 }

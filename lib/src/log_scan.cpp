@@ -1,6 +1,11 @@
 #include "wbkit/log_scan.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <iterator>
+#include <memory>
+#include <utility>
 #include <bit>
 #include <deque>
 #include <exception>
@@ -94,6 +99,72 @@ struct MappedAllocator {
 	}
 };
 
+// One metablock as the scan gathers it, 14 bytes: on a huge log these are
+// most of the scan's peak memory, until the index replaces them in place.
+struct __attribute__((packed)) MetablockEntry {
+	std::uint64_t block_sector;
+	std::uint32_t log_index; // the slot while reading, then the position in LogScan::log
+	std::uint8_t metablock;
+	std::uint8_t dirty_bits;
+};
+static_assert(sizeof(MetablockEntry) == 14);
+
+constexpr std::size_t page_bytes = 4096;
+
+std::byte* map_bytes(std::size_t bytes)
+{
+	if (bytes == 0)
+		return nullptr;
+	void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		throw std::bad_alloc();
+	return static_cast<std::byte*>(p);
+}
+
+void unmap_bytes(std::byte* data, std::size_t bytes) noexcept
+{
+	if (data)
+		::munmap(data, bytes);
+}
+
+// Anonymous memory of its own: the index is built inside it and its unused
+// tail is given back to the system at once.
+class Mapping {
+public:
+	explicit Mapping(std::size_t bytes) : bytes_((bytes + page_bytes - 1) / page_bytes * page_bytes)
+	{
+		data_ = map_bytes(bytes_);
+	}
+	Mapping(const Mapping&) = delete;
+	Mapping& operator=(const Mapping&) = delete;
+	~Mapping() { unmap_bytes(data_, bytes_); }
+	std::byte* data() const noexcept { return data_; }
+	std::size_t bytes() const noexcept { return bytes_; }
+	std::byte* release() noexcept { return std::exchange(data_, nullptr); }
+
+private:
+	std::size_t bytes_ = 0;
+	std::byte* data_ = nullptr;
+};
+
+} // namespace
+
+// Builds LogScan::index inside the mapping that holds the gathered entries.
+class SectorIndexBuilder {
+public:
+	// entries holds count MetablockEntry records whose log_index is a position in scan.log.
+	static void build(LogScan& scan, std::unique_ptr<Mapping> entries, std::size_t count);
+
+private:
+	// Stores source at position i of a mapping holding SectorIndex entries.
+	static void store(std::byte* data, std::size_t i, const SectorSource& source);
+	static void note_high(std::vector<SectorIndex::HighRun>& highs, std::size_t i, std::uint64_t block_sector);
+	static void resolve_unaligned_overlaps(LogScan& scan);
+	static void trim(SectorIndex& index) noexcept;
+};
+
+namespace {
+
 class Scanner {
 public:
 	Scanner(Device& cache, const ScanOptions& options, LogScan& scan)
@@ -163,7 +234,7 @@ private:
 	// What one reader thread found in its range of slots; merged in slot order.
 	struct RangeResult {
 		std::vector<Finding> findings;
-		std::vector<SectorSource, MappedAllocator<SectorSource>> entries;
+		std::vector<MetablockEntry, MappedAllocator<MetablockEntry>> entries;
 	};
 
 	static void note(RangeResult& out, FindingCode code, Place place, std::string message)
@@ -239,10 +310,10 @@ private:
 			if (out.entries.capacity() == 0) // room for the whole batch; untouched pages cost nothing
 				out.entries.reserve((end - slot) * blocks_per_segment);
 			for (unsigned i = 0; i < h.length; ++i)
-				out.entries.push_back(SectorSource{.block_sector = h.metablocks[i].sector,
-								   .log_index = std::uint32_t(slot),
-								   .metablock = std::uint8_t(i),
-								   .dirty_bits = h.metablocks[i].dirty_bits});
+				out.entries.push_back(MetablockEntry{.block_sector = h.metablocks[i].sector,
+								     .log_index = std::uint32_t(slot),
+								     .metablock = std::uint8_t(i),
+								     .dirty_bits = h.metablocks[i].dirty_bits});
 			if (!options_.verify_checksums) {
 				info.state = SlotState::unverified;
 				continue;
@@ -354,11 +425,16 @@ private:
 		std::size_t total = 0;
 		for (const RangeResult* r : results)
 			total += r->entries.size();
-		entries_.reserve(total);
+		// Pages of the mapping are touched as the batches are copied in and
+		// freed: the merge costs one batch more than the entries.
+		entries_ = std::make_unique<Mapping>(total * sizeof(MetablockEntry));
 		for (RangeResult* r : results) {
 			for (Finding& f : r->findings)
 				scan_.findings.push_back(std::move(f));
-			entries_.insert(entries_.end(), r->entries.begin(), r->entries.end());
+			if (!r->entries.empty())
+				std::memcpy(entries_->data() + entry_count_ * sizeof(MetablockEntry), r->entries.data(),
+					    r->entries.size() * sizeof(MetablockEntry));
+			entry_count_ += r->entries.size();
 			decltype(r->entries)().swap(r->entries);
 		}
 		for (const SlotInfo& info : scan_.slots)
@@ -486,20 +562,21 @@ private:
 		std::size_t kept = 0;
 		std::uint64_t last_slot = ~0ULL;
 		std::optional<std::uint32_t> pos;
-		for (const SectorSource& e : entries_) {
+		if (!entries_)
+			entries_ = std::make_unique<Mapping>(0);
+		auto* entries = reinterpret_cast<MetablockEntry*>(entries_->data());
+		for (std::size_t i = 0; i < entry_count_; ++i) {
+			MetablockEntry e = entries[i];
 			if (e.log_index != last_slot) {
 				last_slot = e.log_index;
 				pos = position_of(e.log_index);
 			}
 			if (!pos)
 				continue;
-			SectorSource copy = e;
-			copy.log_index = *pos;
-			entries_[kept++] = copy;
+			e.log_index = *pos;
+			entries[kept++] = e;
 		}
-		entries_.resize(kept);
-
-		build_sector_index(scan_, std::move(entries_));
+		SectorIndexBuilder::build(scan_, std::move(entries_), kept);
 	}
 
 	Device& cache_;
@@ -508,33 +585,144 @@ private:
 	mutable std::mutex progress_lock_;
 	LogScan& scan_;
 	AlignedBuffer buffer_;
-	std::vector<SectorSource> entries_;
+	std::unique_ptr<Mapping> entries_; // MetablockEntry records, entry_count_ of them
+	std::size_t entry_count_ = 0;
 };
 
 } // namespace
 
 namespace {
 
+// A SectorIndex entry as stored.
+struct PackedSource {
+	std::uint32_t sector_low; // block_sector & 0xffffffff
+	std::uint32_t log_index;
+	std::uint8_t metablock_dirty; // bits 0..6: metablock; bit 7: dirty is all of sectors
+	std::uint8_t sectors;
+	std::uint8_t dirty_bits;
+	std::uint8_t unused;
+};
+static_assert(sizeof(PackedSource) == 12);
+constexpr std::uint8_t dirty_flag = 0x80;
+
+bool by_block_then_replay_order(const MetablockEntry& a, const MetablockEntry& b)
+{
+	if (a.block_sector != b.block_sector)
+		return a.block_sector < b.block_sector;
+	return wb_entry_is_newer(b.log_index, b.metablock, a.log_index, a.metablock);
+}
+
+} // namespace
+
+void SectorIndexBuilder::store(std::byte* data, std::size_t i, const SectorSource& source)
+{
+	// A segment holds at most 127 metablocks: bit 7 is free. dirty is
+	// either 0 or the whole of sectors, as build() and the overlap pass make it.
+	const PackedSource p{.sector_low = std::uint32_t(source.block_sector),
+			     .log_index = source.log_index,
+			     .metablock_dirty = std::uint8_t((source.metablock & 0x7f) | (source.dirty ? dirty_flag : 0)),
+			     .sectors = source.sectors,
+			     .dirty_bits = source.dirty_bits,
+			     .unused = 0};
+	std::memcpy(data + i * sizeof(PackedSource), &p, sizeof p);
+}
+
+void SectorIndexBuilder::note_high(std::vector<SectorIndex::HighRun>& highs, std::size_t i, std::uint64_t block_sector)
+{
+	const std::uint32_t high = std::uint32_t(block_sector >> 32);
+	if (highs.empty() || highs.back().high != high)
+		highs.push_back(SectorIndex::HighRun{.high = high, .first = i});
+}
+
+void SectorIndexBuilder::build(LogScan& scan, std::unique_ptr<Mapping> entries, std::size_t count)
+{
+	static_assert(sizeof(PackedSource) <= sizeof(MetablockEntry));
+	std::byte* data = entries->data();
+	auto* in = reinterpret_cast<MetablockEntry*>(data);
+	std::sort(in, in + count, by_block_then_replay_order);
+
+	// Per block, newest entry first: each sector is decided by the newest
+	// entry that touches it. A block's outputs are stored after all its
+	// inputs were read, and outputs (12 bytes) never outrun inputs (14),
+	// so the index is built in the same memory.
+	SectorIndex index;
+	scan.dirty_blocks = 0;
+	scan.dirty_sectors = 0;
+	std::size_t out = 0;
+	std::vector<SectorSource> group_out;
+	for (std::size_t begin = 0; begin < count;) {
+		MetablockEntry first;
+		std::memcpy(&first, data + begin * sizeof(MetablockEntry), sizeof first);
+		const std::uint64_t block = first.block_sector;
+		std::size_t end = begin + 1;
+		for (;; ++end) {
+			if (end == count)
+				break;
+			MetablockEntry e;
+			std::memcpy(&e, data + end * sizeof(MetablockEntry), sizeof e);
+			if (e.block_sector != block)
+				break;
+		}
+		group_out.clear();
+		std::uint8_t remaining = 0xff;
+		std::uint8_t block_dirty = 0;
+		for (std::size_t i = end; i-- > begin && remaining;) {
+			MetablockEntry e;
+			std::memcpy(&e, data + i * sizeof(MetablockEntry), sizeof e);
+			const std::uint8_t touched = std::uint8_t(wb_entry_sectors(e.dirty_bits) & remaining);
+			if (!touched)
+				continue;
+			remaining = std::uint8_t(remaining & ~touched);
+			const std::uint8_t dirty = (e.dirty_bits && !scan.log[e.log_index].written_back) ? touched : 0;
+			block_dirty |= dirty;
+			group_out.push_back(SectorSource{.block_sector = block,
+							 .log_index = e.log_index,
+							 .metablock = e.metablock,
+							 .sectors = touched,
+							 .dirty = dirty,
+							 .dirty_bits = e.dirty_bits});
+		}
+		for (auto it = group_out.rbegin(); it != group_out.rend(); ++it) {
+			note_high(index.highs_, out, block);
+			store(data, out++, *it);
+		}
+		if (block_dirty) {
+			++scan.dirty_blocks;
+			scan.dirty_sectors += std::popcount(block_dirty);
+		}
+		begin = end;
+	}
+	index.mapped_bytes_ = entries->bytes();
+	index.data_ = entries->release();
+	index.size_ = out;
+	scan.index = std::move(index);
+	resolve_unaligned_overlaps(scan);
+	trim(scan.index);
+}
+
 // Metablocks whose sector is not a multiple of 8 (crafted or damaged logs)
 // can overlap a block at another sector: 9..16 and 8..15 share 9..15. The
 // per-block pass above decided each block on its own; here every sector goes
 // to the newest entry that touches it across blocks too, as the target's
 // reads present it (see docs/recovery.md: its writeback does not always agree).
-void resolve_unaligned_overlaps(LogScan& scan, std::vector<SectorSource>& entries)
+void SectorIndexBuilder::resolve_unaligned_overlaps(LogScan& scan)
 {
-	if (std::all_of(entries.begin(), entries.end(),
-			[](const SectorSource& e) { return e.block_sector % block_sectors == 0; }))
+	SectorIndex& index = scan.index;
+	const std::size_t n = index.size();
+	bool any_unaligned = false;
+	for (std::size_t i = 0; i < n && !any_unaligned; ++i)
+		any_unaligned = index.block_sector(i) % block_sectors != 0;
+	if (!any_unaligned)
 		return;
 	auto newer = [](const SectorSource& a, const SectorSource& b) {
 		return wb_entry_is_newer(a.log_index, a.metablock, b.log_index, b.metablock);
 	};
-	std::vector<std::uint8_t> lose(entries.size(), 0);
-	for (std::size_t i = 0; i < entries.size(); ++i) {
-		const SectorSource& e = entries[i];
+	std::vector<std::uint8_t> lose(n, 0);
+	for (std::size_t i = 0; i < n; ++i) {
+		const SectorSource e = index[i];
 		// Entries of other blocks that start within 7 sectors after e; earlier starts looked at e already.
-		for (std::size_t j = i + 1; j < entries.size() && entries[j].block_sector - e.block_sector < block_sectors;
-		     ++j) {
-			const SectorSource& f = entries[j];
+		for (std::size_t j = i + 1; j < n && index.block_sector(j) - e.block_sector < block_sectors; ++j) {
+			const SectorSource f = index[j];
 			if (f.block_sector == e.block_sector)
 				continue;
 			const unsigned shift = unsigned(f.block_sector - e.block_sector);
@@ -547,74 +735,144 @@ void resolve_unaligned_overlaps(LogScan& scan, std::vector<SectorSource>& entrie
 				lose[j] |= std::uint8_t(shared >> shift);
 		}
 	}
+	// Compact in place; positions are read through the old runs of high bits.
+	std::vector<SectorIndex::HighRun> highs;
 	std::size_t out = 0;
-	for (std::size_t i = 0; i < entries.size(); ++i) {
-		SectorSource e = entries[i];
+	for (std::size_t i = 0; i < n; ++i) {
+		SectorSource e = index[i];
 		e.sectors = std::uint8_t(e.sectors & ~lose[i]);
 		e.dirty = std::uint8_t(e.dirty & ~lose[i]);
-		if (e.sectors)
-			entries[out++] = e;
+		if (!e.sectors)
+			continue;
+		note_high(highs, out, e.block_sector);
+		store(index.data_, out++, e);
 	}
-	entries.resize(out);
+	index.highs_ = std::move(highs);
+	index.size_ = out;
 	scan.dirty_blocks = 0;
 	scan.dirty_sectors = 0;
-	for (std::size_t begin = 0; begin < entries.size();) {
+	for (std::size_t begin = 0; begin < out;) {
 		std::uint8_t block_dirty = 0;
 		std::size_t end = begin;
-		for (; end < entries.size() && entries[end].block_sector == entries[begin].block_sector; ++end)
-			block_dirty |= entries[end].dirty;
+		const std::uint64_t block = index.block_sector(begin);
+		for (; end < out && index.block_sector(end) == block; ++end)
+			block_dirty |= index[end].dirty;
 		scan.dirty_blocks += block_dirty != 0;
 		scan.dirty_sectors += std::popcount(block_dirty);
 		begin = end;
 	}
 }
 
-} // namespace
+void SectorIndexBuilder::trim(SectorIndex& index) noexcept
+{
+	const std::size_t keep = (index.size_ * sizeof(PackedSource) + page_bytes - 1) / page_bytes * page_bytes;
+	if (keep >= index.mapped_bytes_)
+		return;
+	unmap_bytes(keep ? index.data_ + keep : index.data_, index.mapped_bytes_ - keep);
+	if (keep == 0)
+		index.data_ = nullptr;
+	index.mapped_bytes_ = keep;
+	index.highs_.shrink_to_fit();
+}
 
 void build_sector_index(LogScan& scan, std::vector<SectorSource> entries)
 {
-	std::sort(entries.begin(), entries.end(), [](const SectorSource& a, const SectorSource& b) {
-		if (a.block_sector != b.block_sector)
-			return a.block_sector < b.block_sector;
-		return wb_entry_is_newer(b.log_index, b.metablock, a.log_index, a.metablock);
-	});
+	auto gathered = std::make_unique<Mapping>(entries.size() * sizeof(MetablockEntry));
+	auto* out = reinterpret_cast<MetablockEntry*>(gathered->data());
+	for (std::size_t i = 0; i < entries.size(); ++i)
+		out[i] = MetablockEntry{.block_sector = entries[i].block_sector,
+					.log_index = entries[i].log_index,
+					.metablock = entries[i].metablock,
+					.dirty_bits = entries[i].dirty_bits};
+	const std::size_t count = entries.size();
+	std::vector<SectorSource>().swap(entries);
+	SectorIndexBuilder::build(scan, std::move(gathered), count);
+}
 
-	// Per block, newest entry first: each sector is decided by the newest
-	// entry that touches it. Outputs never outrun inputs, so compact in place.
-	scan.dirty_blocks = 0;
-	scan.dirty_sectors = 0;
-	std::size_t out = 0;
-	std::vector<SectorSource> group_out;
-	for (std::size_t begin = 0; begin < entries.size();) {
-		std::size_t end = begin;
-		while (end < entries.size() && entries[end].block_sector == entries[begin].block_sector)
-			++end;
-		group_out.clear();
-		std::uint8_t remaining = 0xff;
-		std::uint8_t block_dirty = 0;
-		for (std::size_t i = end; i-- > begin && remaining;) {
-			SectorSource e = entries[i];
-			std::uint8_t touched = std::uint8_t(wb_entry_sectors(e.dirty_bits) & remaining);
-			if (!touched)
-				continue;
-			remaining = std::uint8_t(remaining & ~touched);
-			e.sectors = touched;
-			e.dirty = (e.dirty_bits && !scan.log[e.log_index].written_back) ? touched : 0;
-			block_dirty |= e.dirty;
-			group_out.push_back(e);
-		}
-		for (auto it = group_out.rbegin(); it != group_out.rend(); ++it)
-			entries[out++] = *it;
-		if (block_dirty) {
-			++scan.dirty_blocks;
-			scan.dirty_sectors += std::popcount(block_dirty);
-		}
-		begin = end;
+SectorIndex::SectorIndex(const SectorIndex& other)
+	: mapped_bytes_(other.mapped_bytes_), size_(other.size_), highs_(other.highs_)
+{
+	data_ = map_bytes(mapped_bytes_);
+	if (size_)
+		std::memcpy(data_, other.data_, size_ * sizeof(PackedSource));
+}
+
+SectorIndex& SectorIndex::operator=(const SectorIndex& other)
+{
+	if (this != &other)
+		*this = SectorIndex(other);
+	return *this;
+}
+
+SectorIndex::SectorIndex(SectorIndex&& other) noexcept
+	: data_(std::exchange(other.data_, nullptr)), mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
+	  size_(std::exchange(other.size_, 0)), highs_(std::move(other.highs_))
+{
+}
+
+SectorIndex& SectorIndex::operator=(SectorIndex&& other) noexcept
+{
+	if (this != &other) {
+		release();
+		data_ = std::exchange(other.data_, nullptr);
+		mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
+		size_ = std::exchange(other.size_, 0);
+		highs_ = std::move(other.highs_);
 	}
-	entries.resize(out);
-	resolve_unaligned_overlaps(scan, entries);
-	entries.shrink_to_fit();
-	scan.index = std::move(entries);
+	return *this;
+}
+
+SectorIndex::~SectorIndex() { release(); }
+
+void SectorIndex::release() noexcept
+{
+	unmap_bytes(data_, mapped_bytes_);
+	data_ = nullptr;
+	mapped_bytes_ = 0;
+	size_ = 0;
+	highs_.clear();
+}
+
+std::uint64_t SectorIndex::block_sector(std::size_t i) const
+{
+	PackedSource p;
+	std::memcpy(&p, data_ + i * sizeof(PackedSource), sizeof p);
+	std::uint32_t high = highs_.front().high;
+	if (highs_.size() > 1)
+		high = std::prev(std::upper_bound(highs_.begin(), highs_.end(), i,
+						  [](std::size_t at, const HighRun& run) { return at < run.first; }))
+			       ->high;
+	return std::uint64_t(high) << 32 | p.sector_low;
+}
+
+SectorSource SectorIndex::operator[](std::size_t i) const
+{
+	PackedSource p;
+	std::memcpy(&p, data_ + i * sizeof(PackedSource), sizeof p);
+	return SectorSource{.block_sector = block_sector(i),
+			    .log_index = p.log_index,
+			    .metablock = std::uint8_t(p.metablock_dirty & 0x7f),
+			    .sectors = p.sectors,
+			    .dirty = (p.metablock_dirty & dirty_flag) ? p.sectors : std::uint8_t(0),
+			    .dirty_bits = p.dirty_bits};
+}
+
+std::size_t SectorIndex::lower_bound(std::uint64_t sector) const
+{
+	std::size_t low = 0, high = size_;
+	while (low < high) {
+		const std::size_t mid = low + (high - low) / 2;
+		if (block_sector(mid) < sector)
+			low = mid + 1;
+		else
+			high = mid;
+	}
+	return low;
+}
+
+std::size_t SectorIndex::memory_bytes() const noexcept
+{
+	return mapped_bytes_ + highs_.capacity() * sizeof(HighRun);
 }
 
 LogScan scan_log(Device& cache, const ScanOptions& options)
@@ -632,19 +890,161 @@ std::vector<std::uint32_t> LogScan::log_positions() const
 	return position;
 }
 
-const SectorSource* LogScan::find_sector(std::uint64_t backing_sector) const
+std::optional<SectorSource> LogScan::find_sector(std::uint64_t backing_sector) const
 {
 	const std::uint64_t low = backing_sector >= block_sectors - 1 ? backing_sector - (block_sectors - 1) : 0;
-	auto it = std::lower_bound(index.begin(), index.end(), low,
-				   [](const SectorSource& s, std::uint64_t sector) { return s.block_sector < sector; });
-	const SectorSource* best = nullptr;
-	for (; it != index.end() && it->block_sector <= backing_sector; ++it) {
-		unsigned bit = unsigned(backing_sector - it->block_sector);
-		if ((it->sectors >> bit) & 1u)
-			if (!best || wb_entry_is_newer(it->log_index, it->metablock, best->log_index, best->metablock))
-				best = &*it;
+	std::optional<SectorSource> best;
+	for (std::size_t i = index.lower_bound(low); i < index.size(); ++i) {
+		const SectorSource s = index[i];
+		if (s.block_sector > backing_sector)
+			break;
+		const unsigned bit = unsigned(backing_sector - s.block_sector);
+		if ((s.sectors >> bit) & 1u)
+			if (!best || wb_entry_is_newer(s.log_index, s.metablock, best->log_index, best->metablock))
+				best = s;
 	}
 	return best;
+}
+
+bool LogVerifier::applicable(const LogScan& headers)
+{
+	return !headers.verified && headers.stop_reason == StopReason::not_verified && headers.geometry.nr_segments > 0;
+}
+
+struct LogVerifier::State {
+	State(Device& cache, const LogScan& headers)
+		: cache(cache), headers(headers), nr(headers.geometry.nr_segments),
+		  oldest(headers.max_id ? wb_oldest_slot(headers.max_id, nr) : 0), chunks((nr + chunk_steps - 1) / chunk_steps)
+	{
+	}
+
+	// Ring steps per unit of work: 16 segments, 8 MiB.
+	static constexpr std::uint64_t chunk_steps = 16;
+
+	std::uint64_t ring_step(std::uint64_t slot) const { return slot >= oldest ? slot - oldest : slot + nr - oldest; }
+
+	// Valid, as the verifying scan would find it: one read of the header
+	// and the written data blocks (a read error is a failure as much as a
+	// checksum that does not match), and a header unchanged since the scan.
+	bool verify_slot(std::uint64_t slot, AlignedBuffer& buffer) const
+	{
+		const SlotInfo& info = headers.slots[slot];
+		if (info.state == SlotState::empty)
+			return true;
+		if (info.state != SlotState::unverified || info.length > blocks_per_segment)
+			return false;
+		auto segment = buffer.span().first(block_size * (1 + std::size_t(info.length)));
+		if (cache.read_at(headers.geometry.slot_offset(slot), segment) != 0)
+			return false;
+		const SegmentHeader h = parse_segment_header(segment.first(block_size));
+		if (h.id != info.id || h.length != info.length || h.checksum != info.stored_checksum)
+			return false;
+		return checksum_state(h.checksum, segment_checksum(segment, h.length)) == SlotState::valid;
+	}
+
+	// Ring steps from the oldest on that verified valid; under the mutex.
+	// A failing chunk's steps before the failure were checked in order.
+	std::uint64_t valid_steps() const
+	{
+		if (failed_step != ~0ULL && failed_step / chunk_steps == prefix)
+			return failed_step;
+		return std::min(nr, prefix * chunk_steps);
+	}
+
+	void work()
+	{
+		AlignedBuffer buffer(segment_size);
+		for (;;) {
+			// Chunks are taken in order: when one fails, every chunk before it was taken and is finished.
+			const std::uint64_t chunk = next_chunk.fetch_add(1);
+			if (chunk >= chunks || stop.load() || chunk * chunk_steps > first_failure.load())
+				break;
+			const std::uint64_t end = std::min(nr, (chunk + 1) * chunk_steps);
+			std::uint64_t bad_step = ~0ULL;
+			for (std::uint64_t step = chunk * chunk_steps; step < end; ++step)
+				if (!verify_slot(wb_ring_slot(oldest, step, nr), buffer)) {
+					bad_step = step;
+					break;
+				}
+			std::lock_guard lock(mutex);
+			if (bad_step != ~0ULL) {
+				failed_step = std::min(failed_step, bad_step);
+				first_failure = failed_step;
+			} else {
+				done[chunk] = true;
+				while (prefix < chunks && done[prefix])
+					++prefix;
+			}
+			changed.notify_all();
+		}
+		std::lock_guard lock(mutex);
+		--running;
+		changed.notify_all();
+	}
+
+	Device& cache;
+	const LogScan& headers;
+	const std::uint64_t nr;
+	const std::uint64_t oldest;
+	const std::uint64_t chunks;
+	std::atomic<std::uint64_t> next_chunk = 0;
+	std::atomic<bool> stop = false;
+	std::atomic<std::uint64_t> first_failure = ~0ULL; // failed_step, for the threads to read without the lock
+	std::mutex mutex;
+	std::condition_variable changed;
+	std::vector<bool> done = std::vector<bool>(chunks, false); // under mutex
+	std::uint64_t prefix = 0;                                  // chunks done from the first on
+	std::uint64_t failed_step = ~0ULL;                         // the first failing ring step found
+	unsigned running = 0;
+	std::vector<std::thread> threads;
+};
+
+LogVerifier::LogVerifier(Device& cache, const LogScan& headers) : state_(std::make_unique<State>(cache, headers))
+{
+	if (!applicable(headers))
+		throw Error("a log verifier needs a headers-only scan whose walk reached the end of the ring");
+	const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+	state_->running = threads;
+	for (unsigned t = 0; t < threads; ++t)
+		state_->threads.emplace_back([s = state_.get()] { s->work(); });
+}
+
+LogVerifier::~LogVerifier()
+{
+	state_->stop = true; // no new chunks
+	for (std::thread& t : state_->threads)
+		if (t.joinable())
+			t.join();
+}
+
+bool LogVerifier::wait_until_verified(std::uint64_t slot)
+{
+	State& s = *state_;
+	const std::uint64_t step = s.ring_step(slot);
+	std::unique_lock lock(s.mutex);
+	s.changed.wait(lock, [&] { return step < s.valid_steps() || s.failed_step <= step || s.running == 0; });
+	return step < s.valid_steps();
+}
+
+bool LogVerifier::finish(LogScan& scan)
+{
+	State& s = *state_;
+	for (std::thread& t : s.threads)
+		t.join();
+	s.threads.clear();
+	if (&scan != &s.headers || s.failed_step != ~0ULL || s.prefix != s.chunks)
+		return false;
+	// Every non-empty slot is in the log and valid: the verifying scan's
+	// walk takes the same log to the end of the ring, with the same
+	// findings, index and write-back point.
+	for (SlotInfo& info : scan.slots)
+		if (info.state == SlotState::unverified) {
+			info.state = SlotState::valid;
+			info.computed_checksum = info.stored_checksum;
+		}
+	scan.verified = true;
+	scan.stop_reason = StopReason::end_of_ring;
+	return true;
 }
 
 void for_each_log_metablock(Device& cache, const LogScan& scan,

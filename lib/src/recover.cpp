@@ -346,7 +346,7 @@ private:
 					for (unsigned j = 0; j < block_sectors; ++j) {
 						if (!((mb.dirty_bits >> j) & 1u))
 							continue;
-						const SectorSource* src = policy.find_sector(mb.sector + j);
+						const std::optional<SectorSource> src = policy.find_sector(mb.sector + j);
 						if (src && policy.log[src->log_index].id > r.header.id)
 							continue;
 						if (r.data_readable[i]) {
@@ -447,7 +447,7 @@ private:
 		AlignedBuffer sector(sector_size);
 		for (const auto& [first, count] : report_.backing.unreadable.list()) {
 			for (std::uint64_t s = first; s < first + count; ++s) {
-				const SectorSource* src = policy.find_sector(s);
+				const std::optional<SectorSource> src = policy.find_sector(s);
 				if (!src)
 					continue;
 				const unsigned bit = unsigned(s - src->block_sector);
@@ -516,7 +516,7 @@ private:
 				run_length = 0;
 			};
 			for (std::uint64_t s = first; s < first + count; ++s) {
-				const SectorSource* src = policy.find_sector(s);
+				const std::optional<SectorSource> src = policy.find_sector(s);
 				const bool replayed = src && ((src->dirty >> (s - src->block_sector)) & 1u) && !failed_.contains(s);
 				if (replayed || rescued_.contains(s) || failed_.contains(s)) {
 					close_run();

@@ -52,13 +52,15 @@ bool ReplayPlan::Cursor::load_block()
 	const LogScan& scan = *plan_->scan_;
 	const ReplayOptions& options = plan_->options_;
 	while (position_ < scan.index.size()) {
-		const std::uint64_t block = scan.index[position_].block_sector;
+		const std::uint64_t block = scan.index.block_sector(position_);
 		mask_ = 0;
-		for (; position_ < scan.index.size() && scan.index[position_].block_sector == block; ++position_) {
-			const SectorSource& source = scan.index[position_];
+		for (; position_ < scan.index.size(); ++position_) {
+			const SectorSource source = scan.index[position_];
+			if (source.block_sector != block)
+				break;
 			for (unsigned j = 0; j < block_sectors; ++j)
 				if ((source.dirty >> j) & 1u)
-					owner_[j] = std::uint32_t(position_);
+					owner_[j] = source;
 			mask_ |= source.dirty;
 		}
 		{
@@ -82,7 +84,7 @@ bool ReplayPlan::Cursor::load_block()
 		if (accounting_)
 			for (unsigned j = 0; j < block_sectors; ++j)
 				if ((mask_ >> j) & 1u)
-					++accounting_->sectors_per_segment_[scan.index[owner_[j]].log_index];
+					++accounting_->sectors_per_segment_[owner_[j].log_index];
 		block_sector_ = block;
 		next_sector_ = 0;
 		have_block_ = true;
@@ -107,7 +109,7 @@ std::optional<ReplayExtent> ReplayPlan::Cursor::next()
 				return extent;
 			if (extent.sectors == 0)
 				extent.backing_sector = sector;
-			const SectorSource& source = scan.index[owner_[next_sector_]];
+			const SectorSource& source = owner_[next_sector_];
 			const LogSegment& segment = scan.log[source.log_index];
 			const std::uint64_t cache_offset = scan.source_offset(source) + next_sector_ * sector_size;
 			if (!extent.sources.empty()) {
@@ -194,6 +196,12 @@ public:
 			if (next) {
 				ahead->extent = std::move(*next);
 				pending = std::async(std::launch::async, [this, ahead] { read_stage(*ahead); });
+			}
+			if (options_.may_write && !options_.may_write(current->extent)) {
+				if (pending.valid())
+					pending.get();
+				result_.stopped = true;
+				break;
 			}
 			write_stage(*current);
 			result_.read_requests += current->read_requests;
@@ -360,6 +368,16 @@ private:
 ReplayResult execute_replay(const ReplayPlan& plan, Device& cache, Device& destination, const ExecuteOptions& options)
 {
 	return Executor(plan, cache, destination, options).run();
+}
+
+std::function<bool(const ReplayExtent&)> write_when_verified(LogVerifier& verifier)
+{
+	return [&verifier](const ReplayExtent& extent) {
+		for (const ExtentSource& source : extent.sources)
+			if (!verifier.wait_until_verified(source.slot))
+				return false;
+		return true;
+	};
 }
 
 void mark_cache_clean(Device& cache, const LogScan& scan)

@@ -142,7 +142,7 @@ nlohmann::json slot_document(const SlotDetail& d)
 
 nlohmann::json sector_document(const SectorDetail& d)
 {
-	nlohmann::json j = {{"backing_sector", d.backing_sector}, {"in_cache", d.source != nullptr}};
+	nlohmann::json j = {{"backing_sector", d.backing_sector}, {"in_cache", d.source.has_value()}};
 	if (d.source) {
 		j["segment_id"] = d.segment_id;
 		j["slot"] = d.slot;

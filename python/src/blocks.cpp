@@ -40,7 +40,7 @@ Block read_block(CacheState& st, std::uint64_t s)
 		else
 			b.data = std::string(reinterpret_cast<const char*>(buf.data()), sector_size);
 	}
-	b.detail.source = nullptr;
+	b.detail.source.reset();
 	b.detail.data.clear();
 	return b;
 }
@@ -85,7 +85,7 @@ void bind_block_views(py::module_& m)
 			"to_json",
 			[](const Block& b) {
 				SectorDetail d = b.detail;
-				d.source = b.source ? &*b.source : nullptr;
+				d.source = b.source;
 				return json_to_python(sector_json(d));
 			},
 			"The document wbdump --json --block prints under 'block'.")

@@ -284,7 +284,7 @@ void bind_log_scan(py::module_& m)
 			"find_sector",
 			[=](const ScanRef& r, const py::int_& sector) -> py::object {
 				const LogScan& s = scan_of(r);
-				const SectorSource* source = s.find_sector(to_u64(sector, "sector"));
+				const std::optional<SectorSource> source = s.find_sector(to_u64(sector, "sector"));
 				return source ? py::cast(index_entry(s, *source)) : py::object(py::none());
 			},
 			py::arg("sector"),

@@ -150,8 +150,8 @@ TEST_F(Findings, MetablockSectorUnaligned)
 	patch_header(0, Checksum::recompute, [](SegmentHeader& h) { h.metablocks[0].sector = 13; });
 	LogScan s = scan();
 	EXPECT_TRUE(has(s, FindingCode::metablock_sector_unaligned));
-	ASSERT_NE(s.find_sector(20), nullptr); // the kernel would still use it as is
-	EXPECT_EQ(s.find_sector(21), nullptr);
+	ASSERT_TRUE(s.find_sector(20).has_value()); // the kernel would still use it as is
+	EXPECT_FALSE(s.find_sector(21).has_value());
 }
 
 TEST_F(Findings, MetablockSectorBeyondBacking)

@@ -37,14 +37,14 @@ TEST_F(ScanCase, FlushedWritesAreDirtyAndFoundBySector)
 	EXPECT_EQ(s.dirty_sectors, 8u + 2u + 8u);
 	EXPECT_TRUE(s.findings.empty());
 
-	const SectorSource* src = s.find_sector(801);
-	ASSERT_NE(src, nullptr);
+	const std::optional<SectorSource> src = s.find_sector(801);
+	ASSERT_TRUE(src.has_value());
 	EXPECT_EQ(src->block_sector, 800u);
 	EXPECT_EQ(s.log[src->log_index].id, 1u);
 	EXPECT_EQ(src->dirty, 0x03);
-	EXPECT_EQ(s.find_sector(802), nullptr); // not written: the backing device holds it
-	EXPECT_EQ(s.find_sector(79), nullptr);
-	ASSERT_NE(s.find_sector(1607), nullptr);
+	EXPECT_FALSE(s.find_sector(802).has_value()); // not written: the backing device holds it
+	EXPECT_FALSE(s.find_sector(79).has_value());
+	ASSERT_TRUE(s.find_sector(1607).has_value());
 	EXPECT_EQ(s.log[s.find_sector(1607)->log_index].id, 2u);
 }
 
@@ -57,7 +57,7 @@ TEST_F(ScanCase, UnflushedWritesAreNotOnTheCache)
 	LogScan s = scan();
 	EXPECT_EQ(s.last_flushed_id, 1u);
 	EXPECT_EQ(s.dirty_blocks, 1u);
-	EXPECT_EQ(s.find_sector(8), nullptr);
+	EXPECT_FALSE(s.find_sector(8).has_value());
 }
 
 TEST_F(ScanCase, WrapAroundStartsAtTheOldestSlot)
@@ -105,8 +105,8 @@ TEST_F(ScanCase, CorruptMiddleSegmentStopsReplayAndDiscardsLaterOnes)
 	EXPECT_TRUE(has(s, FindingCode::valid_segments_discarded));
 	EXPECT_TRUE(has_damage(s.findings));
 	// Blocks of segments 3..5 are not part of the kernel's state.
-	EXPECT_EQ(s.find_sector(3 * blocks_per_segment * block_sectors), nullptr);
-	EXPECT_NE(s.find_sector(0), nullptr);
+	EXPECT_FALSE(s.find_sector(3 * blocks_per_segment * block_sectors).has_value());
+	EXPECT_TRUE(s.find_sector(0).has_value());
 }
 
 TEST_F(ScanCase, CorruptOldestSegmentLosesTheWholeLog)
@@ -158,8 +158,8 @@ TEST_F(ScanCase, PartialOverwriteWithoutMergeKeepsOlderDirtySectors)
 	LogScan s = scan();
 	EXPECT_EQ(s.dirty_blocks, 1u);
 	EXPECT_EQ(s.dirty_sectors, 8u);
-	const SectorSource* old_copy = s.find_sector(0);
-	const SectorSource* new_copy = s.find_sector(2);
+	const std::optional<SectorSource> old_copy = s.find_sector(0);
+	const std::optional<SectorSource> new_copy = s.find_sector(2);
 	ASSERT_TRUE(old_copy && new_copy);
 	EXPECT_EQ(s.log[old_copy->log_index].id, 1u);
 	EXPECT_EQ(old_copy->sectors, 0xf3);
@@ -175,12 +175,12 @@ TEST_F(ScanCase, PartialOverwriteWithMergeTakesTheOlderSectorsAlong)
 	w.write(6, pattern_bytes(sector_size, 2)); // sector 6
 	w.flush();
 	LogScan s = scan();
-	const SectorSource* copy = s.find_sector(0);
-	ASSERT_NE(copy, nullptr);
+	const std::optional<SectorSource> copy = s.find_sector(0);
+	ASSERT_TRUE(copy.has_value());
 	EXPECT_EQ(s.log[copy->log_index].id, 2u);
 	EXPECT_EQ(copy->dirty_bits, 0x47);
 	EXPECT_EQ(s.dirty_sectors, 4u);
-	EXPECT_EQ(s.find_sector(3), nullptr);
+	EXPECT_FALSE(s.find_sector(3).has_value());
 }
 
 TEST_F(ScanCase, NewerCleanEntryMakesOlderDirtyDataObsolete)
@@ -193,8 +193,8 @@ TEST_F(ScanCase, NewerCleanEntryMakesOlderDirtyDataObsolete)
 	LogScan s = scan();
 	EXPECT_EQ(s.dirty_blocks, 0u);
 	EXPECT_EQ(s.dirty_sectors, 0u);
-	const SectorSource* copy = s.find_sector(20);
-	ASSERT_NE(copy, nullptr);
+	const std::optional<SectorSource> copy = s.find_sector(20);
+	ASSERT_TRUE(copy.has_value());
 	EXPECT_EQ(copy->dirty, 0);
 	EXPECT_EQ(s.log[copy->log_index].id, 2u);
 }

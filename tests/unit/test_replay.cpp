@@ -59,8 +59,8 @@ void check_plan_shape(const ReplayPlan& plan, std::uint64_t max_extent_bytes)
 			// Every source sector is the newest dirty copy of its backing sector.
 			for (std::uint64_t k = 0; k < s.sectors; ++k) {
 				const std::uint64_t sector = e.backing_sector + s.extent_sector + k;
-				const SectorSource* src = scan.find_sector(sector);
-				ASSERT_NE(src, nullptr);
+				const std::optional<SectorSource> src = scan.find_sector(sector);
+				ASSERT_TRUE(src.has_value());
 				const unsigned bit = unsigned(sector - src->block_sector);
 				ASSERT_TRUE((src->dirty >> bit) & 1u);
 				ASSERT_EQ(scan.source_offset(*src) + bit * sector_size, s.cache_offset + k * sector_size);

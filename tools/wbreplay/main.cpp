@@ -4,6 +4,8 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include "progress.hpp"
 #include "tool_main.hpp"
@@ -21,6 +23,8 @@ every sector whose newest copy is dirty in the cache to the backing device,
 sorted by destination and merged into large writes, with O_DIRECT where the
 device allows it. The backing device is flushed before success is reported.
 Afterwards the backing device alone holds the data the target presented.
+The writes start while the checksums are still verified: a write waits
+until the segments it takes data from, and every older one, verified good.
 
 Safety checks, before anything is written (a refusal exits with 4):
   - the backing device is not the cache: not the same file or device, not
@@ -72,21 +76,40 @@ int run(const Options& o)
 	ProgressReporter progress("wbreplay", o.quiet);
 	progress.set_machine_fd(o.progress_fd);
 	ReplayRun report{.cache_path = o.cache, .backing_path = o.backing, .dry_run = o.dry_run};
-	const auto scan_start = std::chrono::steady_clock::now();
-	const LogScan scan = scan_log(*cache, {.verify_checksums = true,
-					       .backing_bytes = backing->size_bytes(),
-					       .progress = [&](std::uint64_t done, std::uint64_t total) {
-						       progress.update("scan", done, total);
-					       }});
-	report.scan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - scan_start).count();
+	const std::uint64_t backing_sectors = backing->size_bytes() / sector_size;
+	auto scan_with = [&](bool verify, std::string_view phase) {
+		const auto start = std::chrono::steady_clock::now();
+		LogScan scan = scan_log(*cache, {.verify_checksums = verify,
+						 .backing_bytes = backing->size_bytes(),
+						 .progress = [&](std::uint64_t done, std::uint64_t total) {
+							 progress.update(phase, done, total);
+						 }});
+		report.scan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+		return scan;
+	};
+	// A replay reads the headers, then writes while the checksums are
+	// verified (LogVerifier): an extent waits for the segments it takes data
+	// from. A dry run, a walk the headers already stop, or a check that
+	// refuses or needs --force read the whole log first, as the kernel does.
+	LogScan scan = scan_with(o.dry_run, "scan");
+	std::unique_ptr<LogVerifier> verifier;
+	if (!o.dry_run && LogVerifier::applicable(scan)) {
+		try {
+			if (check_replay_safety(*cache, *backing, scan, false).empty())
+				verifier = std::make_unique<LogVerifier>(*cache, scan);
+		} catch (const RefusedError&) {
+		}
+	}
+	if (!o.dry_run && !verifier)
+		scan = scan_with(true, "verify");
 	// A refusal is the first thing on stderr: the scan's last progress line comes after the checks.
 	report.overridden = check_replay_safety(*cache, *backing, scan, o.force);
 	progress.finish();
 	for (const std::string& what : report.overridden)
 		std::cerr << "wbreplay: --force: overriding: " << what << '\n';
 
-	const ReplayPlan plan = replay_plan(scan, {.backing_sectors = backing->size_bytes() / sector_size});
-	report.shortfalls = replay_shortfalls(plan);
+	std::optional<ReplayPlan> plan;
+	plan.emplace(replay_plan(scan, {.backing_sectors = backing_sectors}));
 
 	if (!o.dry_run) {
 		// O_DIRECT takes only aligned blocks; partial-block extents go through the page cache.
@@ -95,22 +118,39 @@ int run(const Options& o)
 			buffered = open_device(o.backing, {.writable = true});
 		ExecuteOptions exec{.progress = [&](const ReplayProgress& p) { progress.update("replay", p.bytes_done, p.bytes_total); },
 				    .unaligned_destination = buffered.get()};
-		report.result = execute_replay(plan, *cache, *backing, exec);
+		if (verifier)
+			exec.may_write = write_when_verified(*verifier);
+		report.result = execute_replay(*plan, *cache, *backing, exec);
 		progress.finish();
-		if (o.mark_clean) {
-			if (!report.shortfalls.empty() && !o.force) {
-				report.mark_clean_refused = "something was not replayed (see above); --force marks it clean anyway";
-			} else {
-				mark_cache_clean(*cache, scan);
-				report.marked_clean = true;
-			}
+		if (verifier && (!verifier->finish(scan) || report.result->stopped)) {
+			// The log stops before its headers' end: replay what the
+			// verifying scan says. What was written so far is part of
+			// that replay too; it is written again, with the same bytes.
+			plan.reset();
+			verifier.reset();
+			scan = scan_with(true, "verify");
+			progress.finish();
+			report.overridden = check_replay_safety(*cache, *backing, scan, o.force);
+			plan.emplace(replay_plan(scan, {.backing_sectors = backing_sectors}));
+			exec.may_write = nullptr;
+			report.result = execute_replay(*plan, *cache, *backing, exec);
+			progress.finish();
+		}
+	}
+	report.shortfalls = replay_shortfalls(*plan);
+	if (!o.dry_run && o.mark_clean) {
+		if (!report.shortfalls.empty() && !o.force) {
+			report.mark_clean_refused = "something was not replayed (see above); --force marks it clean anyway";
+		} else {
+			mark_cache_clean(*cache, scan);
+			report.marked_clean = true;
 		}
 	}
 
 	if (o.json)
-		write_replay_report_json(std::cout, plan, report);
+		write_replay_report_json(std::cout, *plan, report);
 	else
-		print_replay_report(std::cout, plan, report);
+		print_replay_report(std::cout, *plan, report);
 	return int(report.shortfalls.empty() && report.mark_clean_refused.empty() ? ExitCode::ok : ExitCode::damage);
 }
 

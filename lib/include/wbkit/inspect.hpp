@@ -35,7 +35,7 @@ SlotDetail inspect_segment(Device& cache, const LogScan& scan, std::uint64_t id)
 // Where the newest copy of one backing sector lives, and its 512 bytes.
 struct SectorDetail {
 	std::uint64_t backing_sector = 0;
-	const SectorSource* source = nullptr; // nullptr: the backing device holds the sector
+	std::optional<SectorSource> source{}; // none: the backing device holds the sector
 	std::uint64_t segment_id = 0;
 	std::uint64_t slot = 0;
 	std::uint64_t cache_offset = 0; // of the sector itself

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <functional>
+#include <iterator>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -71,8 +74,8 @@ enum class StopReason {
 
 std::string_view stop_reason_name(StopReason reason);
 
-// The newest cache copy of some sectors of one 4 KiB backing block.
-// 16 bytes: the index stays within 32 bytes per metablock on huge logs.
+// The newest cache copy of some sectors of one 4 KiB backing block. A value:
+// LogScan::index stores it packed (see SectorIndex).
 struct SectorSource {
 	std::uint64_t block_sector = 0; // metablock sector (the 4 KiB block's first sector)
 	std::uint32_t log_index = 0;    // into LogScan::log
@@ -81,7 +84,74 @@ struct SectorSource {
 	std::uint8_t dirty = 0;         // subset of sectors: dirty and not yet written back
 	std::uint8_t dirty_bits = 0;    // the metablock's own dirty_bits
 };
-static_assert(sizeof(SectorSource) == 16);
+
+// SectorSource entries sorted by (block_sector, log_index), 12 bytes each: a
+// huge log has one entry per metablock, and this index is most of a scan's
+// memory. The high 32 bits of block_sector are kept once per run of entries
+// that share them; `dirty` is one bit, as it is either all of `sectors` or
+// none. The entries live in their own mapping, trimmed to size when built.
+class SectorIndex {
+public:
+	SectorIndex() = default;
+	SectorIndex(const SectorIndex& other);
+	SectorIndex& operator=(const SectorIndex& other);
+	SectorIndex(SectorIndex&& other) noexcept;
+	SectorIndex& operator=(SectorIndex&& other) noexcept;
+	~SectorIndex();
+
+	std::size_t size() const noexcept { return size_; }
+	bool empty() const noexcept { return size_ == 0; }
+	SectorSource operator[](std::size_t i) const;
+	std::uint64_t block_sector(std::size_t i) const;
+	// The first position whose block_sector is at least the given one.
+	std::size_t lower_bound(std::uint64_t block_sector) const;
+	// Bytes held, mapping and run table.
+	std::size_t memory_bytes() const noexcept;
+
+	class const_iterator {
+	public:
+		using iterator_category = std::forward_iterator_tag;
+		using value_type = SectorSource;
+		using difference_type = std::ptrdiff_t;
+		using pointer = void;
+		using reference = SectorSource;
+		const_iterator() = default;
+		SectorSource operator*() const { return (*index_)[position_]; }
+		const_iterator& operator++()
+		{
+			++position_;
+			return *this;
+		}
+		const_iterator operator++(int)
+		{
+			const_iterator old = *this;
+			++position_;
+			return old;
+		}
+		bool operator==(const const_iterator& other) const { return position_ == other.position_; }
+
+	private:
+		friend class SectorIndex;
+		const_iterator(const SectorIndex* index, std::size_t position) : index_(index), position_(position) {}
+		const SectorIndex* index_ = nullptr;
+		std::size_t position_ = 0;
+	};
+	const_iterator begin() const { return {this, 0}; }
+	const_iterator end() const { return {this, size_}; }
+
+private:
+	friend class SectorIndexBuilder;
+	struct HighRun {
+		std::uint32_t high = 0; // block_sector >> 32 of entries [first, next run's first)
+		std::size_t first = 0;
+	};
+	void release() noexcept;
+
+	std::byte* data_ = nullptr;
+	std::size_t mapped_bytes_ = 0;
+	std::size_t size_ = 0;
+	std::vector<HighRun> highs_;
+};
 
 struct LogScan {
 	Geometry geometry;
@@ -102,7 +172,7 @@ struct LogScan {
 
 	// Sorted by (block_sector, log_index); a block has one entry per copy
 	// that is newest for some of its sectors.
-	std::vector<SectorSource> index;
+	SectorIndex index;
 	std::uint64_t dirty_blocks = 0;
 	std::uint64_t dirty_sectors = 0;
 
@@ -115,8 +185,8 @@ struct LogScan {
 	std::uint64_t writeback_bytes() const { return dirty_sectors * sector_size; }
 	bool replayable() const { return superblock_readable && superblock.magic_ok && geometry.nr_segments > 0; }
 
-	// The copy that decides a backing sector, or nullptr: the backing device holds it.
-	const SectorSource* find_sector(std::uint64_t backing_sector) const;
+	// The copy that decides a backing sector; none: the backing device holds it.
+	std::optional<SectorSource> find_sector(std::uint64_t backing_sector) const;
 	// Byte offset on the cache device of the data block behind a source.
 	std::uint64_t source_offset(const SectorSource& source) const
 	{
@@ -133,6 +203,40 @@ LogScan scan_log(Device& cache, const ScanOptions& options = {});
 // dirty_blocks and dirty_sectors. scan_log() uses it for the kernel's log;
 // recovery uses it for a log it assembled itself (salvage).
 void build_sector_index(LogScan& scan, std::vector<SectorSource> entries);
+
+// The checksum check of a headers-only scan (verify_checksums off), run by
+// threads in the background, segment by segment in ring order from the
+// oldest. A replay may start writing before it ends: data of a segment whose
+// whole ring prefix verified valid is certain to be replayed, as the
+// verifying scan's log is a prefix of the headers-only log, and a sector's
+// newest copy in a log is its newest copy in any shorter log that holds it.
+class LogVerifier {
+public:
+	// Whether the verification of this headers-only scan can be finished
+	// here: every non-empty slot is in its log. Otherwise (an unreadable
+	// header, a bad length: the walk stopped) only a verifying scan tells.
+	static bool applicable(const LogScan& headers);
+
+	// headers must stay alive and unchanged until finish() or destruction.
+	LogVerifier(Device& cache, const LogScan& headers);
+	LogVerifier(const LogVerifier&) = delete;
+	LogVerifier& operator=(const LogVerifier&) = delete;
+	~LogVerifier(); // stops the threads
+
+	// Blocks until the slot is verified: true when it and every slot before
+	// it in ring order verified valid, false when one of them did not.
+	bool wait_until_verified(std::uint64_t slot);
+
+	// Waits for the threads. True when every segment verified valid: then
+	// scan (the headers-only scan given to the constructor) is made exactly
+	// what scan_log with verify_checksums returns. False: scan is left as
+	// it is, and only a verifying scan tells where the log stops.
+	bool finish(LogScan& scan);
+
+private:
+	struct State;
+	std::unique_ptr<State> state_;
+};
 
 // Calls visit(segment, metablock index, metablock) for every metablock of the
 // log in replay order, re-reading the segment headers one at a time.

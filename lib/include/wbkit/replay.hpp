@@ -80,7 +80,7 @@ public:
 		unsigned next_sector_ = 0;
 		std::uint64_t block_sector_ = 0;
 		std::uint8_t mask_ = 0;
-		std::array<std::uint32_t, block_sectors> owner_{}; // index entry per sector
+		std::array<SectorSource, block_sectors> owner_{}; // the index entry that decides each sector
 	};
 
 	ReplayPlan(std::shared_ptr<const LogScan> scan, const ReplayOptions& options);
@@ -127,6 +127,10 @@ struct ExecuteOptions {
 	// too, one call at a time.
 	std::function<void(std::uint64_t backing_sector, std::uint64_t sectors, ReplayFailure kind)> on_failure{};
 	unsigned retries = 2;
+	// Called before each extent is written, in destination order, while
+	// the next extent is read: false stops the replay before this extent
+	// (ReplayResult::stopped); the destination is still flushed.
+	std::function<bool(const ReplayExtent&)> may_write{};
 };
 
 struct ReplayResult {
@@ -135,8 +139,14 @@ struct ReplayResult {
 	std::uint64_t write_requests = 0;
 	std::uint64_t read_requests = 0;
 	std::uint64_t failed_sectors = 0;
-	double seconds = 0; // writing and the final flush
+	double seconds = 0;   // writing and the final flush
+	bool stopped = false; // ExecuteOptions::may_write said no: extents were left out
 };
+
+// ExecuteOptions::may_write for a replay whose plan comes from a headers-only
+// scan that verifier checks meanwhile: an extent waits until every segment
+// it takes data from verified valid, with every segment before it in the log.
+std::function<bool(const ReplayExtent&)> write_when_verified(LogVerifier& verifier);
 
 // Writes every extent, then flushes the destination: nothing counts as
 // replayed until the flush returned.
