@@ -100,8 +100,9 @@ int run(const Options& o)
 		} catch (const RefusedError&) {
 		}
 	}
+	// The same phase: its last progress line still comes after the checks.
 	if (!o.dry_run && !verifier)
-		scan = scan_with(true, "verify");
+		scan = scan_with(true, "scan");
 	// A refusal is the first thing on stderr: the scan's last progress line comes after the checks.
 	report.overridden = check_replay_safety(*cache, *backing, scan, o.force);
 	progress.finish();
