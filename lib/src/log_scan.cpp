@@ -953,29 +953,34 @@ struct LogVerifier::State {
 
 	void work()
 	{
-		AlignedBuffer buffer(segment_size);
-		for (;;) {
-			// Chunks are taken in order: when one fails, every chunk before it was taken and is finished.
-			const std::uint64_t chunk = next_chunk.fetch_add(1);
-			if (chunk >= chunks || stop.load() || chunk * chunk_steps > first_failure.load())
-				break;
-			const std::uint64_t end = std::min(nr, (chunk + 1) * chunk_steps);
-			std::uint64_t bad_step = ~0ULL;
-			for (std::uint64_t step = chunk * chunk_steps; step < end; ++step)
-				if (!verify_slot(wb_ring_slot(oldest, step, nr), buffer)) {
-					bad_step = step;
+		// A chunk that throws is neither done nor failed: whoever waits for
+		// it is told no once every thread has stopped.
+		try {
+			AlignedBuffer buffer(segment_size);
+			for (;;) {
+				// Chunks are taken in order: when one fails, every chunk before it was taken and is finished.
+				const std::uint64_t chunk = next_chunk.fetch_add(1);
+				if (chunk >= chunks || stop.load() || chunk * chunk_steps > first_failure.load())
 					break;
+				const std::uint64_t end = std::min(nr, (chunk + 1) * chunk_steps);
+				std::uint64_t bad_step = ~0ULL;
+				for (std::uint64_t step = chunk * chunk_steps; step < end; ++step)
+					if (!verify_slot(wb_ring_slot(oldest, step, nr), buffer)) {
+						bad_step = step;
+						break;
+					}
+				std::lock_guard lock(mutex);
+				if (bad_step != ~0ULL) {
+					failed_step = std::min(failed_step, bad_step);
+					first_failure = failed_step;
+				} else {
+					done[chunk] = true;
+					while (prefix < chunks && done[prefix])
+						++prefix;
 				}
-			std::lock_guard lock(mutex);
-			if (bad_step != ~0ULL) {
-				failed_step = std::min(failed_step, bad_step);
-				first_failure = failed_step;
-			} else {
-				done[chunk] = true;
-				while (prefix < chunks && done[prefix])
-					++prefix;
+				changed.notify_all();
 			}
-			changed.notify_all();
+		} catch (...) {
 		}
 		std::lock_guard lock(mutex);
 		--running;
@@ -1005,8 +1010,15 @@ LogVerifier::LogVerifier(Device& cache, const LogScan& headers) : state_(std::ma
 		throw Error("a log verifier needs a headers-only scan whose walk reached the end of the ring");
 	const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
 	state_->running = threads;
-	for (unsigned t = 0; t < threads; ++t)
-		state_->threads.emplace_back([s = state_.get()] { s->work(); });
+	try {
+		for (unsigned t = 0; t < threads; ++t)
+			state_->threads.emplace_back([s = state_.get()] { s->work(); });
+	} catch (...) {
+		state_->stop = true;
+		for (std::thread& t : state_->threads)
+			t.join();
+		throw;
+	}
 }
 
 LogVerifier::~LogVerifier()
