@@ -63,7 +63,8 @@ static bool wb_slot_free(struct wb_device *wb, u64 id)
 }
 
 /*
- * Makes sure there is an open segment with room. Called with wb->lock
+ * Makes sure there is an open segment (it may be full: the caller seals a
+ * full one when it needs a new block and calls again). Called with wb->lock
  * held; drops it while waiting for a RAM buffer or for the writeback of the
  * segment that still occupies the next slot of the ring. Waiting here is
  * safe in .map: the flusher and the writeback daemon never wait for a bio
@@ -95,7 +96,11 @@ static int wb_get_cur(struct wb_device *wb)
 		}
 
 		seg = wb_seg_of_id(wb, id);
-		/* Written back: none of its blocks is still the newest dirty copy. */
+		/*
+		 * Written back: its hashed blocks are clean copies, dropped
+		 * from the lookup now. Reads already remapped to them finish
+		 * before the flusher writes the new segment here.
+		 */
 		for (j = 0; j < WB_BLOCKS_PER_SEGMENT; j++)
 			if (!hlist_unhashed(&seg->mb[j].ht_node))
 				wb_ht_del(wb, &seg->mb[j]);
@@ -212,14 +217,27 @@ retry:
 	seg = wb->cur;
 	old = wb_ht_lookup(wb, block);
 	on_buffer = old && wb_mb_seg(wb, old) == seg;
+	/*
+	 * A full segment stays open until a write needs a new block, as in
+	 * dm-writeboost: overwrites of its blocks still land in place and
+	 * count as on_buffer.
+	 */
+	if (!on_buffer && seg->length == WB_BLOCKS_PER_SEGMENT) {
+		wb_seal(wb);
+		goto retry;
+	}
 
 	if (on_buffer) {
 		/* Overwrite in place in the open segment. */
 		mb = old;
 		dst = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
-		mb->dirty_bits |= bits;
+		if (!mb->dirty)
+			wb->nr_dirty++;
+		mb->dirty = true;
+		mb->data_bits |= bits;
 	} else {
-		u8 keep = old ? old->dirty_bits & ~bits : 0;
+		/* A clean copy's sectors are all on the backing device. */
+		u8 keep = old && old->dirty ? old->data_bits & ~bits : 0;
 		const void *src = NULL;
 		u8 idx = seg->length;
 
@@ -270,7 +288,8 @@ retry:
 		if (old)
 			wb_ht_del(wb, old);
 		mb->sector = block;
-		mb->dirty_bits = bits | keep;
+		mb->data_bits = bits | keep;
+		mb->dirty = true;
 		mb->obsolete = false;
 		wb_ht_add(wb, mb);
 		seg->length++;
@@ -279,11 +298,9 @@ retry:
 
 	md = seg->buf + WB_METABLOCK_OFFSET(wb_mb_idx(wb, mb));
 	md->sector = cpu_to_le64(mb->sector);
-	md->dirty_bits = mb->dirty_bits;
+	md->dirty_bits = mb->data_bits;
 	mb->nr_copying++;
 	seg->nr_writers++;
-	if (seg->length == WB_BLOCKS_PER_SEGMENT)
-		wb_seal(wb);
 	spin_unlock(&wb->lock);
 
 	wb_copy_from_bio(dst + (off << WB_SECTOR_SHIFT), bio);
@@ -371,11 +388,14 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
 
 /*
  * A read of up to one block. A miss is remapped to the backing device; a
- * hit whose sectors are all in the newest copy is copied from the RAM buffer
- * (without the lock: the buffer is pinned) or remapped to the copy on the
- * cache device (the slot is pinned until the bio ends, so it cannot be
- * reused meanwhile). A hit that also needs sectors of the backing device
- * goes to the worker (in_worker false) or is merged there.
+ * hit whose sectors are all in the newest copy (dirty or clean) is copied
+ * from the RAM buffer (without the lock: the buffer is pinned) or remapped
+ * to the copy on the cache device (the slot is pinned until the bio ends, so
+ * it cannot be reused meanwhile). A clean copy that lacks some of the
+ * sectors is remapped to the backing device, which holds all of them. A
+ * dirty hit that also needs sectors of the backing device goes to the
+ * worker (in_worker false) or is merged there.
+ * Statistics count each bio once, as dm-writeboost does: where it is served.
  * Returns DM_MAPIO_REMAPPED (the caller submits) or DM_MAPIO_SUBMITTED.
  */
 static int wb_read(struct wb_device *wb, struct bio *bio, sector_t sector,
@@ -409,13 +429,18 @@ retry:
 		goto retry;
 	}
 	seg = wb_mb_seg(wb, mb);
+	dirty = mb->data_bits & want;
+	if (dirty != want && mb->dirty && !in_worker) {
+		spin_unlock(&wb->lock);
+		return DM_MAPIO_KILL;	/* to the worker, which counts it */
+	}
 	wb_stat_inc(wb, false, true, seg == wb->cur, n == WB_BLOCK_SECTORS);
-	dirty = mb->dirty_bits & want;
+	if (dirty != want && !mb->dirty) {
+		spin_unlock(&wb->lock);
+		wb_remap_backing(wb, bio, sector);
+		return DM_MAPIO_REMAPPED;
+	}
 	if (dirty != want) {
-		if (!in_worker) {
-			spin_unlock(&wb->lock);
-			return DM_MAPIO_KILL;	/* to the worker */
-		}
 		err = wb_read_merge(wb, bio, sector, mb, dirty);
 		goto done;
 	}
@@ -1072,7 +1097,7 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 		DMEMIT(" %lld", (long long)atomic64_read(&wb->nr_partial_flushed));
 		DMEMIT(" 12 writeback_threshold %u nr_cur_batched_writeback %u sync_data_interval %u update_sb_record_interval %u read_cache_threshold %u",
 		       READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]),
-		       READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]),
+		       READ_ONCE(wb->nr_cur_batched),
 		       READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]));

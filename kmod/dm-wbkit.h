@@ -22,9 +22,10 @@
  * - seg->nr_buf_readers: reads copying out of seg->buf; the flusher waits
  *   for 0 before it returns the buffer to the pool.
  * - seg->nr_dev_readers: reads of the slot on the cache device (remapped
- *   read hits, merges); writeback waits for 0 before the slot may be reused.
- *   Pins are only taken through the hash table, under the lock, so once a
- *   segment's entries are unhashed its count can only fall.
+ *   read hits, merges); the flusher waits for 0 before it writes a new
+ *   segment into the slot. Pins are only taken through the hash table,
+ *   under the lock, and a slot's entries are unhashed when it is reused
+ *   (wb_get_cur), so from then on its count can only fall.
  *
  * Threads: bios are handled in the submitter's context (.map); only a read
  * of a block partly on the cache device and partly on the backing device,
@@ -65,12 +66,21 @@
 #define WB_STATLEN		16
 #define WB_ALL_DIRTY		0xffU
 
-/* One cache block of one segment slot. */
+/*
+ * One cache block of one segment slot. Linked in wb->htable while it is the
+ * newest copy of its block: dirty (not yet on the backing device), or clean
+ * (written back, or a read-cache copy) and served from the cache device
+ * until its slot is reused or a write replaces it.
+ */
 struct wb_metablock {
-	/* Linked in wb->htable while this is the newest dirty copy of its block. */
 	struct hlist_node ht_node;
 	sector_t sector;	/* backing sector of the 4 KiB block */
-	u8 dirty_bits;		/* as written in the log */
+	/*
+	 * Sectors the copy holds. In the log: data_bits while dirty, 0 for a
+	 * clean copy (a read-cache block, whose data_bits are all set).
+	 */
+	u8 data_bits;
+	bool dirty;		/* under lock */
 	/*
 	 * Superseded during replay: its data is on the backing device or
 	 * obsolete, so writeback skips it. An entry superseded at run time
@@ -113,7 +123,7 @@ struct wb_wb_entry {
 	sector_t sector;
 	u32 batch_idx;		/* which segment of the batch */
 	u8 idx;			/* block within the segment */
-	u8 dirty_bits;
+	u8 data_bits;
 };
 
 enum wb_remap { WB_REMAP_NONE, WB_REMAP_BACKING, WB_REMAP_CACHE };
@@ -173,7 +183,7 @@ struct wb_device {
 	u64 last_flushed_id;		/* highest id written to the cache device */
 	u64 last_durable_id;		/* highest id flushed (or FUA) there */
 	u64 last_writeback_id;		/* highest id on the backing device */
-	u64 nr_dirty;			/* newest dirty copies not written back */
+	u64 nr_dirty;			/* hashed copies that are dirty */
 	void *rambuf[WB_NR_RAMBUF];
 	unsigned int nr_free_rambuf;
 	void *free_rambuf[WB_NR_RAMBUF];
@@ -203,6 +213,7 @@ struct wb_device {
 	void *wb_buf[WB_MAX_BATCH];
 	struct wb_wb_entry *wb_entries;
 	atomic_t drop_caches;
+	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
 
 	/* Periodic daemon: superblock record and data sync */
 	struct task_struct *periodic_task;
@@ -233,6 +244,7 @@ void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
 struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
 void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);
+void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb);
 void wb_seal(struct wb_device *wb);
 void wb_commit(struct wb_device *wb);
 void wb_flush_work(struct work_struct *work);
