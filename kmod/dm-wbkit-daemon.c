@@ -102,6 +102,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 {
 	struct wb_segment *segs[WB_MAX_BATCH];
 	u8 lens[WB_MAX_BATCH];
+	bool has_dirty[WB_MAX_BATCH];
 	unsigned int nr = 0, b, n, i, j;
 	struct wb_aio aio;
 	struct blk_plug plug;
@@ -120,6 +121,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + b);
 
 		segs[b] = seg;
+		has_dirty[b] = false;
 		/* A flushed segment owns its slot until it is written back. */
 		lens[b] = seg->id == lw + 1 + b ? seg->length : 0;
 		for (j = 0; j < lens[b]; j++) {
@@ -136,6 +138,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 			 */
 			if (!mb->dirty || mb->obsolete)
 				continue;
+			has_dirty[b] = true;
 			wb->wb_entries[nr++] = (struct wb_wb_entry) {
 				.sector = mb->sector,
 				.batch_idx = b,
@@ -145,6 +148,9 @@ static void wb_writeback_batch(struct wb_device *wb)
 		}
 	}
 	spin_unlock(&wb->lock);
+	/* Only clean blocks (read cache, write-around): nothing to write. */
+	if (!nr)
+		goto written;
 
 	/*
 	 * The segments cannot change: they are flushed and not written back.
@@ -153,7 +159,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 	do {
 		wb_aio_init(&aio);
 		for (b = 0; b < n; b++)
-			if (lens[b])
+			if (has_dirty[b])
 				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
 					      wb_data_block_sector(segs[b]->slot, 0),
 					      wb->wb_buf[b], lens[b] * WB_BLOCK_SIZE);
@@ -166,7 +172,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 		return;
 	}
 	for (b = 0; b < n; b++)
-		if (lens[b])
+		if (has_dirty[b])
 			invalidate_kernel_vmap_range(wb->wb_buf[b],
 						     lens[b] * WB_BLOCK_SIZE);
 
@@ -211,6 +217,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 	if (err)
 		return;
 
+written:
 	/*
 	 * Clean copies keep serving reads from the cache device until their
 	 * slot is reused (wb_get_cur unhashes them; the flusher waits for

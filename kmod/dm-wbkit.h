@@ -126,7 +126,30 @@ struct wb_wb_entry {
 	u8 data_bits;
 };
 
-enum wb_remap { WB_REMAP_NONE, WB_REMAP_BACKING, WB_REMAP_CACHE };
+/*
+ * A full 4 KiB read miss staged for the read cache: its data is copied
+ * when the read ends, and the cell is injected into the log as a clean
+ * block once every cell of the generation is used (as dm-writeboost does).
+ */
+struct wb_rc_cell {
+	struct hlist_node node;	/* in wb->rc_hash while staged */
+	sector_t sector;
+	bool cancelled;		/* under lock: a write, or part of a sequential run */
+	bool failed;		/* set before its read counts as ended */
+};
+
+struct wb_rc_key {
+	sector_t sector;
+	u32 idx;
+};
+
+enum wb_remap {
+	WB_REMAP_NONE,
+	WB_REMAP_BACKING,
+	WB_REMAP_CACHE,
+	WB_REMAP_READ_CACHE,	/* to the backing device, data kept in a cell */
+	WB_REMAP_WRITE_AROUND,	/* a write (or flush) to the backing device */
+};
 
 /*
  * Every bio the target builds itself comes from its own bio_set, with the
@@ -140,8 +163,11 @@ struct wb_bio {
 struct wb_per_bio {
 	enum wb_remap remap;	/* sent to a device as is */
 	sector_t sector;	/* where, for the cause of an error */
+	const char *op;		/* what, for the cause of an error */
 	struct wb_segment *seg;	/* WB_REMAP_CACHE: pinned (nr_dev_readers) */
 	u64 commit_id;		/* flush/FUA: completes once this id is durable */
+	struct bvec_iter iter;	/* WB_REMAP_READ_CACHE: the data, at map time */
+	u32 cell;		/* WB_REMAP_READ_CACHE */
 };
 
 /* Tunables; the ctr_given mask says which keys the table line named. */
@@ -152,6 +178,7 @@ enum wb_tunable {
 	WB_T_SYNC_DATA_INTERVAL,
 	WB_T_READ_CACHE_THRESHOLD,
 	WB_T_WRITE_AROUND_MODE,
+	WB_T_NR_READ_CACHE_CELLS,
 	WB_T_NR,
 };
 
@@ -215,12 +242,34 @@ struct wb_device {
 	atomic_t drop_caches;
 	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
 
+	/*
+	 * Read cache. Cells are reserved from rc_nr_free down to 0, under
+	 * lock; rc_pending counts reserved reads not ended, plus one per cell
+	 * not yet reserved, so it reaches 0 when the generation is complete
+	 * and rc_work injects it.
+	 */
+	struct wb_rc_cell *rc_cells;
+	void *rc_data;			/* 4 KiB per cell */
+	struct wb_rc_key *rc_sorted;	/* rc_work only: cells by sector */
+	struct hlist_head *rc_hash;
+	unsigned int rc_hash_bits;
+	u32 rc_nr;			/* nr_read_cache_cells */
+	u32 rc_nr_free;
+	atomic_t rc_pending;
+	sector_t rc_last_sector;	/* the sequential run being read */
+	u32 rc_seqcount;
+	bool rc_over_threshold;
+	struct work_struct rc_work;
+	/* Write-around writes not ended: read misses are not staged meanwhile. */
+	atomic_t nr_wa_inflight;
+
 	/* Periodic daemon: superblock record and data sync */
 	struct task_struct *periodic_task;
 
 	/* Tunables */
 	unsigned int tunable[WB_T_NR];
 	unsigned int ctr_given;		/* bit per enum wb_tunable */
+	bool write_around;		/* write_around_mode 1 */
 
 	/* Statistics */
 	atomic64_t stat[WB_STATLEN];
