@@ -2,6 +2,10 @@
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
+BUILD_TSAN ?= build-tsan
+# make fuzz-long FUZZ_SECONDS=3600 (or FUZZ_RUNS=10000000)
+FUZZ_SECONDS ?= 600
+FUZZ_RUNS ?= 0
 PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -10,7 +14,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo check-format format check-kmod-style test test-unit test-asan test-fuzz test-python test-vm test-crash bench kmod clean
+.PHONY: all deps deps-build configure demo check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long test-python test-vm test-crash bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -54,10 +58,23 @@ test-asan: deps-build
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
 
-test-fuzz: deps-build
+# The tests that run threads (the scan's parallel verification, the replay
+# executor's reader thread, recovery) under ThreadSanitizer.
+TSAN_TESTS = test_log_scan test_replay test_recover test_engine_corpus
+test-tsan: deps-build
+	@test -f $(BUILD_TSAN)/CMakeCache.txt || cmake -S . -B $(BUILD_TSAN) -DWBKIT_TSAN=ON -DWBKIT_PYTHON=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $(TSAN_TESTS)
+	set -e; for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 $(BUILD_TSAN)/tests/unit/$$t --gtest_brief=1; done
+
+fuzz-configure: deps-build
 	@test -f $(BUILD_FUZZ)/CMakeCache.txt || cmake -S . -B $(BUILD_FUZZ) -DWBKIT_FUZZ=ON -DWBKIT_PYTHON=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_parsers
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_parsers fuzz_engine
+
+test-fuzz: fuzz-configure
 	tests/fuzz/run.sh $(BUILD_FUZZ)
+
+fuzz-long: fuzz-configure
+	tests/fuzz/long.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_RUNS)
 
 test-vm: deps all
 	tests/vm/run-all.sh $(BUILD)
@@ -79,5 +96,5 @@ check-kmod-style:
 	scripts/check-kmod-style.sh $(BUILD)/checkpatch
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)
 	-$(MAKE) -C kmod clean

@@ -1,5 +1,6 @@
 #include "wbkit/errors.hpp"
 
+#include <cerrno>
 #include <cstring>
 
 namespace wbkit {
@@ -9,5 +10,7 @@ IoError::IoError(const std::string& what, std::string path, int err)
 	  path_(std::move(path)), errno_(err)
 {
 }
+
+bool is_out_of_space(int err) noexcept { return err == ENOSPC || err == EFBIG || err == EDQUOT; }
 
 } // namespace wbkit

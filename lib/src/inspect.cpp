@@ -1,5 +1,6 @@
 #include "wbkit/inspect.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
 
@@ -46,6 +47,18 @@ SlotDetail inspect_segment(Device& cache, const Geometry& geometry, std::uint64_
 		throw UsageError(
 			fmt::format("segment {} is not on the cache (slot {} holds segment {})", id, d.slot, d.header.id));
 	return d;
+}
+
+SlotDetail inspect_segment(Device& cache, const LogScan& scan, std::uint64_t id)
+{
+	const std::uint64_t home = scan.geometry.checked_slot_of_id(id);
+	if (home < scan.slots.size() && scan.slots[home].id != id) {
+		auto found = std::find_if(scan.slots.begin(), scan.slots.end(),
+					  [&](const SlotInfo& info) { return info.id == id; });
+		if (found != scan.slots.end())
+			return inspect_slot(cache, scan.geometry, std::uint64_t(found - scan.slots.begin()));
+	}
+	return inspect_segment(cache, scan.geometry, id);
 }
 
 SectorDetail inspect_sector(Device& cache, const LogScan& scan, std::uint64_t backing_sector)

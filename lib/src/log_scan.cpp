@@ -130,6 +130,11 @@ private:
 	void read_superblock()
 	{
 		auto sector = buffer_.span().first(sector_size);
+		if (scan_.geometry.cache_bytes < sector_size) {
+			// Nothing to read: cache-too-small says what is wrong, not an I/O error.
+			scan_.superblock_readable = false;
+			return;
+		}
 		if (int err = cache_.read_at(0, sector)) {
 			scan_.superblock_readable = false;
 			add(FindingCode::superblock_unreadable, {.cache_offset = 0},
@@ -492,6 +497,64 @@ private:
 
 } // namespace
 
+namespace {
+
+// Metablocks whose sector is not a multiple of 8 (crafted or damaged logs)
+// can overlap a block at another sector: 9..16 and 8..15 share 9..15. The
+// per-block pass above decided each block on its own; here every sector goes
+// to the newest entry that touches it across blocks too, as the target's
+// reads present it (see docs/recovery.md: its writeback does not always agree).
+void resolve_unaligned_overlaps(LogScan& scan, std::vector<SectorSource>& entries)
+{
+	if (std::all_of(entries.begin(), entries.end(),
+			[](const SectorSource& e) { return e.block_sector % block_sectors == 0; }))
+		return;
+	auto newer = [](const SectorSource& a, const SectorSource& b) {
+		return wb_entry_is_newer(a.log_index, a.metablock, b.log_index, b.metablock);
+	};
+	std::vector<std::uint8_t> lose(entries.size(), 0);
+	for (std::size_t i = 0; i < entries.size(); ++i) {
+		const SectorSource& e = entries[i];
+		// Entries of other blocks that start within 7 sectors after e; earlier starts looked at e already.
+		for (std::size_t j = i + 1; j < entries.size() && entries[j].block_sector - e.block_sector < block_sectors;
+		     ++j) {
+			const SectorSource& f = entries[j];
+			if (f.block_sector == e.block_sector)
+				continue;
+			const unsigned shift = unsigned(f.block_sector - e.block_sector);
+			const std::uint8_t shared = std::uint8_t(e.sectors & (f.sectors << shift)); // in e's bit positions
+			if (!shared)
+				continue;
+			if (newer(f, e))
+				lose[i] |= shared;
+			else
+				lose[j] |= std::uint8_t(shared >> shift);
+		}
+	}
+	std::size_t out = 0;
+	for (std::size_t i = 0; i < entries.size(); ++i) {
+		SectorSource e = entries[i];
+		e.sectors = std::uint8_t(e.sectors & ~lose[i]);
+		e.dirty = std::uint8_t(e.dirty & ~lose[i]);
+		if (e.sectors)
+			entries[out++] = e;
+	}
+	entries.resize(out);
+	scan.dirty_blocks = 0;
+	scan.dirty_sectors = 0;
+	for (std::size_t begin = 0; begin < entries.size();) {
+		std::uint8_t block_dirty = 0;
+		std::size_t end = begin;
+		for (; end < entries.size() && entries[end].block_sector == entries[begin].block_sector; ++end)
+			block_dirty |= entries[end].dirty;
+		scan.dirty_blocks += block_dirty != 0;
+		scan.dirty_sectors += std::popcount(block_dirty);
+		begin = end;
+	}
+}
+
+} // namespace
+
 void build_sector_index(LogScan& scan, std::vector<SectorSource> entries)
 {
 	std::sort(entries.begin(), entries.end(), [](const SectorSource& a, const SectorSource& b) {
@@ -533,6 +596,7 @@ void build_sector_index(LogScan& scan, std::vector<SectorSource> entries)
 		begin = end;
 	}
 	entries.resize(out);
+	resolve_unaligned_overlaps(scan, entries);
 	entries.shrink_to_fit();
 	scan.index = std::move(entries);
 }

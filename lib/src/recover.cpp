@@ -36,12 +36,11 @@ std::uint64_t RecoveryReport::lost_sectors() const
 
 bool RecoveryReport::data_left_behind() const
 {
-	return std::any_of(segments.begin(), segments.end(),
-			   [](const SegmentUse& v) {
-				   // A failed checksum over readable bytes, or an unreadable header: what the segment held is gone.
-				   return v.left_behind_sectors > 0 || v.reason == SegmentReason::checksum_mismatch ||
-					  v.reason == SegmentReason::header_unreadable;
-			   });
+	return record_hidden_segments > 0 || std::any_of(segments.begin(), segments.end(), [](const SegmentUse& v) {
+		       // A failed checksum over readable bytes, or an unreadable header: what the segment held is gone.
+		       return v.left_behind_sectors > 0 || v.reason == SegmentReason::checksum_mismatch ||
+			      v.reason == SegmentReason::header_unreadable;
+	       });
 }
 
 namespace {
@@ -88,6 +87,8 @@ public:
 			scan_log(reader_, ScanOptions{.verify_checksums = true, .backing_bytes = backing_.size_bytes()}));
 		check_safety();
 		diagnose();
+		if (!options_.salvage)
+			note_record_hiding_segments();
 		read_slots();
 		std::shared_ptr<const LogScan> policy = options_.salvage ? salvage_log() : kernel_;
 		account_slots(*policy);
@@ -105,6 +106,26 @@ public:
 	}
 
 private:
+	// A record past max_id is corrupt (sb-record-out-of-range). The kernel takes it as is, so
+	// everything up to last_flushed_id counts as written back and is never replayed.
+	bool record_past_log() const { return kernel_->sb_record != 0 && kernel_->sb_record > kernel_->max_id; }
+
+	void note_record_hiding_segments()
+	{
+		const LogScan& k = *kernel_;
+		if (!record_past_log())
+			return;
+		const std::uint64_t inferred = wb_previous_lap_id(k.last_flushed_id, k.geometry.nr_segments);
+		for (const LogSegment& seg : k.log)
+			report_.record_hidden_segments += seg.id > inferred;
+		if (report_.record_hidden_segments > 0)
+			report_.notes.push_back(fmt::format(
+				"the superblock record ({}) is past the newest segment id ({}) (sb-record-out-of-range): "
+				"the kernel takes every segment up to it as written back, so {} segment(s) up to {} are not "
+				"replayed; --salvage replays them",
+				k.sb_record, k.max_id, report_.record_hidden_segments, k.last_flushed_id));
+	}
+
 	void check_safety()
 	{
 		const LogScan& k = *kernel_;
@@ -253,6 +274,18 @@ private:
 			  [](const SlotRead* a, const SlotRead* b) { return a->header.id < b->header.id; });
 		s->last_flushed_id = usable.empty() ? 0 : usable.back()->header.id;
 		s->last_writeback_id = wb_last_writeback_id(s->last_flushed_id, s->sb_record, s->geometry.nr_segments);
+		if (record_past_log()) {
+			const std::uint64_t inferred = wb_previous_lap_id(s->last_flushed_id, s->geometry.nr_segments);
+			s->last_writeback_id = inferred;
+			report_.notes.push_back(fmt::format(
+				"the superblock record ({}) is past the newest segment id ({}), which cannot be true: no "
+				"segment newer than the newest was ever written back. Salvage ignores it and replays the "
+				"whole ring from segment {}. That is safe: a replay writes absolute data, oldest first and "
+				"newest wins per sector, so segments that were in fact written back put the same data the "
+				"backing device already received from them (unless the backing device was written directly, "
+				"without the cache, since)",
+				s->sb_record, s->max_id, inferred + 1));
+		}
 
 		std::vector<SectorSource> entries;
 		for (const SlotRead* r : usable) {
@@ -364,10 +397,12 @@ private:
 		});
 		std::vector<LostRange> merged;
 		for (const LostRange& r : report_.lost) {
+			// Sorted by sector, so r.sector >= m.sector; ends are never computed, as a
+			// range may end at 2^64 exactly (sector 2^64 - 1 is a valid sector).
 			if (!merged.empty() && merged.back().reason == r.reason &&
-			    merged.back().sector + merged.back().sectors >= r.sector) {
+			    r.sector - merged.back().sector <= merged.back().sectors) {
 				LostRange& m = merged.back();
-				m.sectors = std::max(m.sector + m.sectors, r.sector + r.sectors) - m.sector;
+				m.sectors = std::max(m.sectors, r.sector - m.sector + r.sectors);
 				continue;
 			}
 			merged.push_back(r);
@@ -380,7 +415,7 @@ private:
 	void check_backing()
 	{
 		const std::uint64_t size = backing_.size_bytes();
-		constexpr std::uint64_t chunk = 4ULL << 20;
+		const std::uint64_t chunk = std::min<std::uint64_t>(4ULL << 20, (size + block_size - 1) / block_size * block_size);
 		AlignedBuffer buffer(chunk);
 		const std::string_view phase = output_ ? "copying backing" : "reading backing";
 		for (std::uint64_t offset = 0; offset < size; offset += chunk) {
@@ -456,7 +491,7 @@ private:
 		const std::uint64_t end = *replay_options.backing_sectors;
 		for (const SectorSource& src : policy.index)
 			for (unsigned j = 0; j < block_sectors; ++j)
-				if (((src.dirty >> j) & 1u) && src.block_sector + j >= end)
+				if (((src.dirty >> j) & 1u) && src.block_sector + j >= end && src.block_sector + j >= src.block_sector)
 					report_.lost.push_back(LostRange{.sector = src.block_sector + j,
 									 .sectors = 1,
 									 .reason = LossReason::beyond_backing});

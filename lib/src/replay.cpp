@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "wbkit/errors.hpp"
+#include "wbkit/identity.hpp"
 #include "wbkit/tolerant_io.hpp"
 
 namespace wbkit {
@@ -299,7 +300,7 @@ private:
 			result_.bytes_written += data.size();
 			return;
 		}
-		if (!options_.on_failure)
+		if (!options_.on_failure || is_out_of_space(err))
 			throw IoError(fmt::format("writing {} bytes at backing sector {} failed", data.size(), backing_sector),
 				      device->path(), err);
 		std::uint64_t failed = 0;
@@ -329,7 +330,7 @@ private:
 			result_.bytes_written += data.size();
 			return;
 		}
-		if (!options_.on_failure)
+		if (!options_.on_failure || is_out_of_space(err))
 			throw IoError(fmt::format("read-modify-write of {} bytes at offset {} failed", window.size(), begin),
 				      destination_.path(), err);
 		report(offset / sector_size, data.size() / sector_size, ReplayFailure::write_failed);
@@ -428,6 +429,16 @@ std::vector<std::string> replay_shortfalls(const ReplayPlan& plan)
 		out.push_back(fmt::format("{} valid segment(s) after the stop point are not replayed (wbrecover --salvage "
 					  "can take them)",
 					  scan.discarded_segments));
+	if (scan.sb_record != 0 && scan.sb_record > scan.max_id) {
+		// The kernel's rule takes the record as is: everything up to it counts as written back.
+		const std::uint64_t inferred = wb_previous_lap_id(scan.last_flushed_id, scan.geometry.nr_segments);
+		if (scan.last_flushed_id > inferred)
+			out.push_back(fmt::format("the superblock record ({}) is past the newest segment id ({}) "
+						  "(sb-record-out-of-range): as the kernel does, segments {}..{} are taken as "
+						  "written back and not replayed (wbrecover --salvage replays them)",
+						  scan.sb_record, scan.max_id, std::max(inferred + 1, scan.oldest_id()),
+						  scan.last_flushed_id));
+	}
 	const ReplaySummary& s = plan.summary();
 	if (s.skipped_sectors > 0)
 		out.push_back(fmt::format("{} dirty sector(s) lie past the end of the backing device (first: sector {}) "
@@ -438,9 +449,22 @@ std::vector<std::string> replay_shortfalls(const ReplayPlan& plan)
 
 void check_distinct(const Device& a, std::string_view a_role, const Device& b, std::string_view b_role)
 {
+	// Devices in memory have no identity and are never the same storage.
+	if (a.identity() == DeviceIdentity{} || b.identity() == DeviceIdentity{})
+		return;
 	if (a.identity() == b.identity())
 		throw RefusedError(fmt::format("{} ({}) and {} ({}) are the same {}", a_role, a.path(), b_role, b.path(),
 					       a.is_block_device() ? "device" : "file"));
+	// Aliases the numbers do not show: a loop device over the other's file, stacked devices.
+	std::optional<std::string> why;
+	try {
+		why = same_storage(identify_path(a.path()), identify_path(b.path()));
+	} catch (const IoError&) {
+		return; // a path that is gone after opening: the tools checked every path before opening
+	}
+	if (why)
+		throw RefusedError(fmt::format("{} ({}) and {} ({}) are the same storage: {}", a_role, a.path(), b_role,
+					       b.path(), *why));
 }
 
 std::vector<std::string> check_replay_safety(const Device& cache, const Device& backing, const LogScan& scan,

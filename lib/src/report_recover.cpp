@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "json_stream.hpp"
 #include "report_json.hpp"
 
 namespace wbkit {
@@ -32,30 +33,40 @@ nlohmann::json diagnosis_json(const DeviceDiagnosis& d)
 
 } // namespace
 
-std::string recovery_json(const RecoveryReport& r, int indent)
+namespace {
+
+nlohmann::json segment_use_json(const SegmentUse& v)
 {
-	nlohmann::json segments = nlohmann::json::array();
-	for (const SegmentUse& v : r.segments)
-		segments.push_back({{"slot", v.slot},
-				    {"id", v.id},
-				    {"state", std::string(slot_state_name(v.state))},
-				    {"in_kernel_log", v.in_kernel_log},
-				    {"used", v.used},
-				    {"reason", std::string(segment_reason_name(v.reason))},
-				    {"metablocks", v.metablocks},
-				    {"metablocks_used", v.metablocks_used},
-				    {"unreadable_dirty_sectors", v.unreadable_dirty_sectors},
-				    {"left_behind_sectors", v.left_behind_sectors}});
-	nlohmann::json lost = nlohmann::json::array();
-	for (const LostRange& l : r.lost)
-		lost.push_back({{"sector", l.sector},
-				{"sectors", l.sectors},
-				{"bytes", l.sectors * sector_size},
-				{"reason", std::string(loss_reason_name(l.reason))}});
+	return {{"slot", v.slot},
+		{"id", v.id},
+		{"state", std::string(slot_state_name(v.state))},
+		{"in_kernel_log", v.in_kernel_log},
+		{"used", v.used},
+		{"reason", std::string(segment_reason_name(v.reason))},
+		{"metablocks", v.metablocks},
+		{"metablocks_used", v.metablocks_used},
+		{"unreadable_dirty_sectors", v.unreadable_dirty_sectors},
+		{"left_behind_sectors", v.left_behind_sectors}};
+}
+
+nlohmann::json lost_json(const LostRange& l)
+{
+	// A range near the top of the address space can hold 2^64 bytes or more:
+	// its byte count is then a double, never a wrapped integer.
+	const bool fits = l.sectors <= ~std::uint64_t(0) / sector_size;
+	return {{"sector", l.sector},
+		{"sectors", l.sectors},
+		{"bytes", fits ? nlohmann::json(l.sectors * sector_size) : nlohmann::json(double(l.sectors) * sector_size)},
+		{"reason", std::string(loss_reason_name(l.reason))}};
+}
+
+// Everything but the per-slot and lost-range lists, which grow with the cache.
+nlohmann::json recovery_head(const RecoveryReport& r)
+{
 	nlohmann::json findings = nlohmann::json::array();
 	for (const Finding& f : r.findings)
 		findings.push_back(finding_json(f));
-	const nlohmann::json doc = {
+	return {
 		{"policy", r.salvage ? "salvage" : "kernel"},
 		{"forced", r.overridden},
 		{"single_point_in_time", r.single_point_in_time},
@@ -72,18 +83,44 @@ std::string recovery_json(const RecoveryReport& r, int indent)
 		  {"unreadable_header_slots", r.unreadable_header_slots},
 		  {"checksum_failed_slots", r.checksum_failed_slots},
 		  {"findings", findings}}},
-		{"segments", segments},
 		{"recovered",
 		 {{"extents", r.extents},
 		  {"sectors_from_cache", r.sectors_from_cache},
 		  {"sectors_rescued_from_clean_copies", r.sectors_rescued_clean},
 		  {"bytes_written", r.bytes_written}}},
-		{"lost", lost},
 		{"lost_sectors", r.lost_sectors()},
+		{"record_hidden_segments", r.record_hidden_segments},
 		{"notes", r.notes},
 		{"nothing_lost", r.nothing_lost()},
 	};
+}
+
+} // namespace
+
+std::string recovery_json(const RecoveryReport& r, int indent)
+{
+	nlohmann::json doc = recovery_head(r);
+	nlohmann::json& segments = doc["segments"] = nlohmann::json::array();
+	for (const SegmentUse& v : r.segments)
+		segments.push_back(segment_use_json(v));
+	nlohmann::json& lost = doc["lost"] = nlohmann::json::array();
+	for (const LostRange& l : r.lost)
+		lost.push_back(lost_json(l));
 	return doc.dump(indent);
+}
+
+void write_recovery_json(std::ostream& out, const RecoveryReport& r)
+{
+	const StreamedArray arrays[] = {{"segments",
+					 [&](const JsonSink& sink) {
+						 for (const SegmentUse& v : r.segments)
+							 sink(segment_use_json(v));
+					 }},
+					{"lost", [&](const JsonSink& sink) {
+						 for (const LostRange& l : r.lost)
+							 sink(lost_json(l));
+					 }}};
+	write_json_document(out, recovery_head(r), arrays);
 }
 
 void print_recovery(std::ostream& out, const RecoveryReport& r)

@@ -4,24 +4,30 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "json_stream.hpp"
 #include "report_json.hpp"
 
 namespace wbkit {
 
 using report_detail::optional_json;
 
-std::string replay_report_json(const ReplayPlan& plan, const ReplayRun& run, int indent)
+namespace {
+
+nlohmann::json segment_use_json(const SegmentUse& use)
+{
+	return {{"slot", use.slot},
+		{"id", use.id},
+		{"state", std::string(slot_state_name(use.state))},
+		{"used", use.used},
+		{"reason", std::string(segment_reason_name(use.reason))},
+		{"sectors_replayed", use.sectors_replayed}};
+}
+
+// Everything but the per-slot list, which grows with the cache.
+nlohmann::json replay_report_head(const ReplayPlan& plan, const ReplayRun& run)
 {
 	const LogScan& scan = plan.scan();
 	const ReplaySummary& s = plan.summary();
-	nlohmann::json segments = nlohmann::json::array();
-	for (const SegmentUse& use : segment_uses(plan))
-		segments.push_back({{"slot", use.slot},
-				    {"id", use.id},
-				    {"state", std::string(slot_state_name(use.state))},
-				    {"used", use.used},
-				    {"reason", std::string(segment_reason_name(use.reason))},
-				    {"sectors_replayed", use.sectors_replayed}});
 	nlohmann::json doc = {
 		{"cache", run.cache_path},
 		{"backing", run.backing_path},
@@ -44,7 +50,6 @@ std::string replay_report_json(const ReplayPlan& plan, const ReplayRun& run, int
 		  {"extents", s.extents},
 		  {"skipped_sectors", s.skipped_sectors},
 		  {"max_extent_bytes", plan.options().max_extent_bytes}}},
-		{"segments", segments},
 		{"not_replayed", run.shortfalls},
 		{"forced", run.overridden},
 		{"scan_seconds", run.scan_seconds},
@@ -60,7 +65,27 @@ std::string replay_report_json(const ReplayPlan& plan, const ReplayRun& run, int
 				  {"backing_flushed", true}};
 	else
 		doc["written"] = nullptr;
+	return doc;
+}
+
+} // namespace
+
+std::string replay_report_json(const ReplayPlan& plan, const ReplayRun& run, int indent)
+{
+	nlohmann::json doc = replay_report_head(plan, run);
+	nlohmann::json& segments = doc["segments"] = nlohmann::json::array();
+	for (const SegmentUse& use : segment_uses(plan))
+		segments.push_back(segment_use_json(use));
 	return doc.dump(indent);
+}
+
+void write_replay_report_json(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run)
+{
+	const StreamedArray arrays[] = {{"segments", [&](const JsonSink& sink) {
+						 for (const SegmentUse& use : segment_uses(plan))
+							 sink(segment_use_json(use));
+					 }}};
+	write_json_document(out, replay_report_head(plan, run), arrays);
 }
 
 void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run)

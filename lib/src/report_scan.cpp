@@ -6,6 +6,7 @@
 #include <fmt/ostream.h>
 #include <iterator>
 
+#include "json_stream.hpp"
 #include "report_json.hpp"
 
 namespace wbkit {
@@ -167,22 +168,42 @@ std::string slot_json(const SlotDetail& detail, int indent) { return slot_docume
 
 std::string sector_json(const SectorDetail& detail, int indent) { return sector_document(detail).dump(indent); }
 
-std::string dump_json(const DumpReport& report, int indent)
+namespace {
+
+nlohmann::json dump_head(const DumpReport& report)
 {
 	nlohmann::json doc = scan_document(report.scan, report.cache_path);
 	if (report.segment) {
 		doc["segment"] = slot_document(*report.segment);
 		doc["segment"]["in_log"] = report.scan.slots[report.segment->slot].in_log;
 	}
-	if (report.metablocks) {
-		nlohmann::json list = nlohmann::json::array();
-		for (const LogMetablockRow& row : *report.metablocks)
-			list.push_back(metablock_row_json(row));
-		doc["metablocks"] = std::move(list);
-	}
 	if (report.block)
 		doc["block"] = sector_document(*report.block);
+	return doc;
+}
+
+} // namespace
+
+std::string dump_json(const DumpReport& report, int indent)
+{
+	nlohmann::json doc = dump_head(report);
+	if (report.metablocks) {
+		nlohmann::json& list = doc["metablocks"] = nlohmann::json::array();
+		report.metablocks([&](const LogMetablockRow& row) { list.push_back(metablock_row_json(row)); });
+	}
 	return doc.dump(indent);
+}
+
+void write_dump_json(std::ostream& out, const DumpReport& report)
+{
+	if (!report.metablocks) {
+		out << dump_head(report).dump(2) << '\n';
+		return;
+	}
+	const StreamedArray arrays[] = {{"metablocks", [&](const JsonSink& sink) {
+						 report.metablocks([&](const LogMetablockRow& row) { sink(metablock_row_json(row)); });
+					 }}};
+	write_json_document(out, dump_head(report), arrays);
 }
 
 void print_findings(std::ostream& out, const std::vector<Finding>& findings)
@@ -282,9 +303,10 @@ void print_dump(std::ostream& out, const DumpReport& report)
 	}
 	if (report.metablocks) {
 		out << "\nmetablocks of the log, in replay order (segment, index, backing sector, dirty bits)\n";
-		for (const LogMetablockRow& row : *report.metablocks)
+		report.metablocks([&](const LogMetablockRow& row) {
 			fmt::print(out, "  {:>10} [{:3}] sector {:>12}  dirty_bits 0x{:02x}\n", row.segment_id, row.index,
 				   row.metablock.sector, row.metablock.dirty_bits);
+		});
 	}
 	if (report.block) {
 		out << '\n';

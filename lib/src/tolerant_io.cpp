@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fmt/format.h>
 #include <new>
 #include <type_traits>
 
+#include "wbkit/errors.hpp"
 #include "wbkit/format.hpp"
 
 namespace wbkit {
@@ -121,8 +123,16 @@ bool write_tolerant(Device& device, std::uint64_t offset, std::span<const std::b
 {
 	return narrow_down(
 		offset, buf, retries,
-		[&](std::uint64_t at, std::span<const std::byte> part) { return device.write_at(at, part); }, on_bad,
-		false);
+		[&](std::uint64_t at, std::span<const std::byte> part) {
+			const int err = device.write_at(at, part);
+			// A full file system or a file size limit is not a bad sector: retrying
+			// sector by sector would only report the rest of the device as lost.
+			if (is_out_of_space(err))
+				throw IoError(fmt::format("writing {} bytes at offset {} failed", part.size(), at),
+					      device.path(), err);
+			return err;
+		},
+		on_bad, false);
 }
 
 int TolerantReader::read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept

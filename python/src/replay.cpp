@@ -74,7 +74,11 @@ void bind_replay(py::module_& m)
 	py::class_<ReplayExtent>(m, "ReplayExtent", "One write to the backing device, and where its sectors come from.")
 		.def_readonly("backing_sector", &ReplayExtent::backing_sector)
 		.def_readonly("sectors", &ReplayExtent::sectors)
-		.def_property_readonly("backing_offset", &ReplayExtent::backing_offset, "Byte offset on the backing device.")
+		.def_property_readonly(
+			"backing_offset",
+			// In Python's integers: a wild sector near 2^64 has a byte offset past 2^64, which must not wrap.
+			[](const ReplayExtent& e) -> py::object { return py::int_(e.backing_sector) * py::int_(sector_size); },
+			"Byte offset on the backing device.")
 		.def_property_readonly("bytes", &ReplayExtent::bytes, "Length in bytes.")
 		.def_property_readonly(
 			"sources",

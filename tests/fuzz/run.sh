@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# A short, bounded libFuzzer run over the parsers, seeded from the fixtures'
-# segment headers. Any crash, leak or sanitizer report fails the run.
-# Usage: tests/fuzz/run.sh FUZZ_BUILD_DIR [SECONDS]
+# A short, bounded libFuzzer run of both targets: the parsers, seeded from the
+# fixtures' segment headers, and the engine (scan, plan, recovery) from its
+# committed corpus. Any crash, leak, sanitizer report or broken invariant
+# fails the run. `make fuzz-long` runs the engine target for longer.
+# Usage: tests/fuzz/run.sh FUZZ_BUILD_DIR [SECONDS]   (SECONDS per target)
 set -euo pipefail
 build=$(realpath "${1:?usage: $0 FUZZ_BUILD_DIR [SECONDS]}")
-seconds=${2:-${WBKIT_FUZZ_SECONDS:-45}}
+seconds=${2:-${WBKIT_FUZZ_SECONDS:-30}}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -22,13 +24,21 @@ for image in "$root"/fixtures/synthetic/*/cache.img.zst "$root"/fixtures/upstrea
 	n=$((n + 1))
 done
 
-echo "fuzz: $n fixtures seeded the corpus; running for ${seconds}s"
-"$build/tests/fuzz/fuzz_parsers" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-	-artifact_prefix="$work/" "$work/corpus" 2>"$work/log" || {
-	tail -50 "$work/log"
-	mkdir -p "$root/build-fuzz/crashes" && cp "$work"/crash-* "$work"/leak-* "$root/build-fuzz/crashes/" 2>/dev/null || true
-	echo "fuzz: FAILED (artifacts in build-fuzz/crashes)"
-	exit 1
-}
-grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$work/log" || true
-echo "fuzz: 1 passed, 0 failed"
+echo "fuzz: $n fixtures seeded the parser corpus; running each target for ${seconds}s"
+cp -r "$root/tests/fuzz/corpus/engine" "$work/engine-corpus"
+failed=0
+for target in fuzz_parsers fuzz_engine; do
+	corpus="$work/corpus"
+	[ "$target" = fuzz_engine ] && corpus="$work/engine-corpus"
+	if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+		-artifact_prefix="$work/" "$corpus" 2>"$work/$target.log"; then
+		tail -50 "$work/$target.log"
+		mkdir -p "$root/build-fuzz/crashes" && cp "$work"/crash-* "$work"/leak-* "$root/build-fuzz/crashes/" 2>/dev/null || true
+		echo "fuzz: $target FAILED (artifacts in build-fuzz/crashes)"
+		failed=$((failed + 1))
+		continue
+	fi
+	echo "$target: $(grep -E "stat::number_of_executed_units|stat::average_exec_per_sec" "$work/$target.log" | tr -s ' ' | tr '\n' ' ')"
+done
+[ "$failed" -eq 0 ] || exit 1
+echo "fuzz: 2 passed, 0 failed"

@@ -5,6 +5,7 @@
 // chain (writer, scan, plan, executor) against the plain meaning of the writes.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "temp_image.hpp"
+#include "wbkit/crc32c.hpp"
 #include "wbkit/device.hpp"
+#include "wbkit/format.hpp"
 #include "wbkit/log_writer.hpp"
 
 namespace wbkit::testing {
@@ -140,5 +143,88 @@ inline std::int64_t first_difference(const std::vector<std::byte>& a, const std:
 			return std::int64_t(i / 512);
 	return -1;
 }
+
+// FORMAT.md's replay rules written out plainly over the raw bytes of a cache
+// image, without the library's scan: the slot walk, the newest entry per
+// sector (across overlapping unaligned metablocks too), last_writeback_id.
+// The fuzzer and the tests hold the scan and the plan against it.
+class KernelRuleModel {
+public:
+	explicit KernelRuleModel(const std::vector<std::byte>& image)
+	{
+		if (image.size() < superblock_size + segment_size)
+			return;
+		const std::uint64_t nr = (image.size() - superblock_size) / segment_size;
+		auto le = [&](std::uint64_t offset, unsigned bytes) {
+			std::uint64_t v = 0;
+			for (unsigned i = 0; i < bytes; ++i)
+				v |= std::uint64_t(image[offset + i]) << (8 * i);
+			return v;
+		};
+		const std::uint64_t record = le(WB_SB_RECORD_OFFSET, 8);
+		std::uint64_t max_id = 0;
+		for (std::uint64_t slot = 0; slot < nr; ++slot)
+			max_id = std::max(max_id, le(superblock_size + slot * segment_size, 8));
+		if (max_id == 0)
+			return;
+		struct Applied {
+			std::uint64_t slot, id;
+			unsigned length;
+		};
+		std::vector<Applied> log;
+		for (std::uint64_t step = 0; step < nr; ++step) {
+			const std::uint64_t slot = (max_id + step) % nr;
+			const std::uint64_t base = superblock_size + slot * segment_size;
+			const std::uint64_t id = le(base, 8);
+			if (id == 0)
+				continue;
+			const unsigned length = unsigned(le(base + 12, 1));
+			if (length > blocks_per_segment)
+				break;
+			const auto covered = std::span(image).subspan(base + 512, block_size * (length + 1) - 512);
+			if (crc32c(covered) != std::uint32_t(le(base + 8, 4)))
+				break;
+			log.push_back({slot, id, length});
+		}
+		last_flushed_id_ = log.empty() ? 0 : log.back().id;
+		const std::uint64_t inferred = last_flushed_id_ > nr ? last_flushed_id_ - nr : 0;
+		last_writeback_id_ = std::max(inferred, std::min(record, last_flushed_id_));
+
+		struct Owner {
+			std::uint64_t id;
+			bool dirty;
+			std::uint64_t offset;
+		};
+		std::map<std::uint64_t, Owner> newest;
+		for (const Applied& seg : log) {
+			const std::uint64_t base = superblock_size + seg.slot * segment_size;
+			for (unsigned i = 0; i < seg.length; ++i) {
+				const std::uint64_t sector = le(base + 512 + 16 * i, 8);
+				const unsigned bits = unsigned(le(base + 512 + 16 * i + 8, 1));
+				for (unsigned j = 0; j < block_sectors; ++j) {
+					if (bits && !((bits >> j) & 1u))
+						continue; // a partial entry leaves this sector to older ones
+					if (sector + j < sector)
+						break; // past 2^64 - 1: no such sector
+					newest[sector + j] = {seg.id, bits != 0,
+							      base + block_size * (i + 1ULL) + sector_size * j};
+				}
+			}
+		}
+		for (const auto& [sector, owner] : newest)
+			if (owner.dirty && owner.id > last_writeback_id_)
+				writes_.emplace(sector, owner.offset);
+	}
+
+	std::uint64_t last_flushed_id() const { return last_flushed_id_; }
+	std::uint64_t last_writeback_id() const { return last_writeback_id_; }
+	// Backing sector -> byte offset on the cache of the data replay writes there.
+	const std::map<std::uint64_t, std::uint64_t>& writes() const { return writes_; }
+
+private:
+	std::uint64_t last_flushed_id_ = 0;
+	std::uint64_t last_writeback_id_ = 0;
+	std::map<std::uint64_t, std::uint64_t> writes_;
+};
 
 } // namespace wbkit::testing

@@ -1,13 +1,35 @@
 #include "tool_main.hpp"
 
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include "wbkit/errors.hpp"
 
 namespace wbkit {
 
+const CLI::Validator& unsigned_64()
+{
+	static const CLI::Validator validator(
+		[](std::string& text) -> std::string {
+			if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+				return "not a non-negative decimal number: " + text;
+			errno = 0;
+			(void)std::strtoull(text.c_str(), nullptr, 10);
+			if (errno == ERANGE)
+				return "out of range (at most 18446744073709551615): " + text;
+			return {};
+		},
+		"UINT64");
+	return validator;
+}
+
 int run_tool(const char* name, CLI::App& app, int argc, char** argv, const std::function<int()>& body)
 {
+	// Past a file size limit (ulimit -f) a write must fail with EFBIG and be
+	// reported with its path, not kill the tool halfway without a word.
+	std::signal(SIGXFSZ, SIG_IGN);
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::CallForHelp&) {

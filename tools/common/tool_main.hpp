@@ -11,4 +11,8 @@ namespace wbkit {
 // for bad usage (exit 2) and for exceptions (their exit code, else 3).
 int run_tool(const char* name, CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
+// A decimal number in [0, 2^64-1]. CLI11 alone reads "-1" and numbers past
+// 2^64 as 2^64-1; this makes them usage errors.
+const CLI::Validator& unsigned_64();
+
 } // namespace wbkit

@@ -1,5 +1,7 @@
 // wbdump: dump and validate a writeboost cache device. Read-only.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <functional>
 #include <iostream>
 
 #include "tool_main.hpp"
@@ -49,21 +51,23 @@ int run(const Options& o)
 	if (o.slot)
 		report.segment = inspect_slot(*cache, scan.geometry, scan.geometry.checked_slot(*o.slot));
 	else if (o.segment)
-		report.segment = inspect_segment(*cache, scan.geometry, *o.segment);
-	if (o.metablocks) {
-		report.metablocks.emplace();
-		for_each_log_metablock(*cache, scan, [&](const LogSegment& seg, unsigned i, const Metablock& mb) {
-			report.metablocks->push_back(
-				LogMetablockRow{.segment_id = seg.id, .slot = seg.slot, .index = i, .metablock = mb});
-		});
-	}
+		report.segment = inspect_segment(*cache, scan, *o.segment);
+	if (o.metablocks)
+		report.metablocks = [&](const std::function<void(const LogMetablockRow&)>& visit) {
+			for_each_log_metablock(*cache, scan, [&](const LogSegment& seg, unsigned i, const Metablock& mb) {
+				visit(LogMetablockRow{.segment_id = seg.id, .slot = seg.slot, .index = i, .metablock = mb});
+			});
+		};
 	if (o.block)
 		report.block = inspect_sector(*cache, scan, *o.block);
 
 	if (o.json)
-		std::cout << dump_json(report, 2) << '\n';
+		write_dump_json(std::cout, report);
 	else
 		print_dump(std::cout, report);
+	std::cout.flush();
+	if (!std::cout)
+		throw IoError("cannot write the output", "stdout", errno);
 	return int(has_damage(scan.findings) ? ExitCode::damage : ExitCode::ok);
 }
 
@@ -77,10 +81,12 @@ int main(int argc, char** argv)
 	app.add_option("--backing", o.backing, "backing device: report blocks that lie past its end");
 	app.add_flag("--json", o.json, "print one JSON document (keys documented in the README)");
 	app.add_flag("--metablocks", o.metablocks, "list every metablock of the log");
-	auto* slot = app.add_option("--slot", o.slot, "show slot K in full (0-based)");
-	auto* segment = app.add_option("--segment", o.segment, "show the segment with this id in full");
+	auto* slot = app.add_option("--slot", o.slot, "show slot K in full (0-based)")->check(wbkit::unsigned_64());
+	auto* segment =
+		app.add_option("--segment", o.segment, "show the segment with this id in full")->check(wbkit::unsigned_64());
 	slot->excludes(segment);
-	app.add_option("--block", o.block, "where the newest copy of this backing SECTOR lives, with a hexdump");
+	app.add_option("--block", o.block, "where the newest copy of this backing SECTOR lives, with a hexdump")
+		->check(wbkit::unsigned_64());
 	app.add_flag("--no-verify", o.no_verify, "read segment headers only; do not verify checksums");
 	return wbkit::run_tool("wbdump", app, argc, argv, [&] { return run(o); });
 }

@@ -2,12 +2,15 @@
 // a dead target, unreadable sectors on either device, damaged segments.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <fstream>
 #include <iostream>
+#include <optional>
+#include <unistd.h>
 
 #include "progress.hpp"
 #include "tool_main.hpp"
+#include "wbkit/atomic_file.hpp"
 #include "wbkit/errors.hpp"
+#include "wbkit/identity.hpp"
 #include "wbkit/recover.hpp"
 #include "wbkit/report.hpp"
 
@@ -41,8 +44,9 @@ sector ranges (512-byte sectors), with the reason, so it can be mapped to
 files: unreadable on the backing device with no cache copy, a dirty cache
 copy that could not be read, a write the destination refused.
 
-The cache is never written. Refused (exit 4): two of the paths are the same
-device, a device in use (O_EXCL), a cache smaller than one segment, a cache
+The cache is never written. Refused (exit 4): two of the paths (cache,
+backing, output, report) name the same storage (the same file or device, a
+loop device and its file, stacked devices), a device in use (O_EXCL), a cache smaller than one segment, a cache
 without the writeboost magic or whose log names blocks past the backing
 device's end (--force goes on for these two).
 
@@ -64,18 +68,27 @@ int run(const Options& o)
 {
 	using namespace wbkit;
 	const bool in_place = o.output.empty();
+	// Every pair of paths, before anything is opened for writing: a report or
+	// an output that aliases the cache or the backing device would destroy
+	// what is being recovered.
+	const RolePath paths[] = {{"the cache", o.cache},
+				  {"the backing device", o.backing},
+				  {"the output", o.output},
+				  {"the report", o.report}};
+	check_distinct_paths(paths);
+	// Created now (as a temporary file), so a bad path fails before the devices are touched.
+	std::optional<AtomicFile> report_file;
+	if (!o.report.empty())
+		report_file.emplace(o.report);
+
 	auto cache = open_device(o.cache, {.direct = true, .exclusive = true});
 	// In place, the backing device takes writes of single sectors: buffered.
 	auto backing = open_device(o.backing, {.writable = in_place, .direct = !in_place, .exclusive = true});
 	std::unique_ptr<Device> output;
-	if (!in_place)
+	bool output_created = false;
+	if (!in_place) {
+		output_created = ::access(o.output.c_str(), F_OK) != 0;
 		output = open_device(o.output, {.writable = true, .exclusive = true, .create = true});
-	std::ofstream report_file;
-	if (!o.report.empty()) {
-		// Opened before any work, so a bad path fails before the devices are touched.
-		report_file.open(o.report, std::ios::trunc);
-		if (!report_file)
-			throw IoError("cannot create the report file", o.report, errno);
 	}
 
 	ProgressReporter progress("wbrecover", o.quiet);
@@ -83,17 +96,31 @@ int run(const Options& o)
 	options.progress = [&](std::string_view phase, const ReplayProgress& p) {
 		progress.update(phase, p.bytes_done, p.bytes_total);
 	};
-	const RecoveryReport report = recover(*cache, *backing, output.get(), options);
+	RecoveryReport report;
+	try {
+		report = recover(*cache, *backing, output.get(), options);
+	} catch (const RefusedError&) {
+		// Refused before anything was written: leave no output file behind.
+		if (output_created) {
+			output.reset();
+			::unlink(o.output.c_str());
+		}
+		throw;
+	}
 	progress.finish();
+	if (output && !output->is_block_device() && output->size_bytes() > backing->size_bytes()) {
+		// An existing, larger file keeps no stale tail: the result is the backing device's size.
+		if (::truncate(o.output.c_str(), off_t(backing->size_bytes())) != 0)
+			throw IoError("cannot cut the output to the backing device's size", o.output, errno);
+		output->flush_or_throw();
+	}
 	for (const std::string& what : report.overridden)
 		std::cerr << "wbrecover: --force: overriding: " << what << '\n';
 
 	print_recovery(std::cout, report);
-	if (report_file.is_open()) {
-		report_file << recovery_json(report, 2) << '\n';
-		report_file.close();
-		if (!report_file)
-			throw IoError("cannot write the report file", o.report, errno);
+	if (report_file) {
+		write_recovery_json(report_file->stream(), report);
+		report_file->commit();
 	}
 	return int(report.nothing_lost() ? ExitCode::ok : ExitCode::damage);
 }

@@ -8,6 +8,7 @@
 #include "progress.hpp"
 #include "tool_main.hpp"
 #include "wbkit/errors.hpp"
+#include "wbkit/identity.hpp"
 #include "wbkit/replay.hpp"
 #include "wbkit/report.hpp"
 
@@ -22,7 +23,8 @@ device allows it. The backing device is flushed before success is reported.
 Afterwards the backing device alone holds the data the target presented.
 
 Safety checks, before anything is written (a refusal exits with 4):
-  - the backing device is not the cache (same file or device number)
+  - the backing device is not the cache: not the same file or device, not
+    a loop device over the other's file, not stacked on it
   - block devices are opened exclusively (O_EXCL): refused while a target,
     a mount or anything else holds them
   - the cache has the writeboost magic            (--force overrides)
@@ -57,6 +59,10 @@ int run(const Options& o)
 {
 	using namespace wbkit;
 	const bool write_cache = o.mark_clean && !o.dry_run;
+	// Before anything is opened for writing: aliases (a loop device over the
+	// cache's file, two loops over one file, stacked devices) included.
+	const RolePath paths[] = {{"the cache", o.cache}, {"the backing device", o.backing}};
+	check_distinct_paths(paths);
 	// Buffered reads of the cache get readahead; O_DIRECT matters for the writes, not here.
 	auto cache = open_device(o.cache, {.writable = write_cache, .exclusive = true});
 	auto backing = open_device(o.backing, {.writable = !o.dry_run, .direct = true, .exclusive = true});
@@ -91,12 +97,10 @@ int run(const Options& o)
 				report.marked_clean = true;
 			}
 		}
-	} else if (o.mark_clean) {
-		report.mark_clean_refused = "dry run";
 	}
 
 	if (o.json)
-		std::cout << replay_report_json(plan, report, 2) << '\n';
+		write_replay_report_json(std::cout, plan, report);
 	else
 		print_replay_report(std::cout, plan, report);
 	return int(report.shortfalls.empty() && report.mark_clean_refused.empty() ? ExitCode::ok : ExitCode::damage);

@@ -34,6 +34,11 @@ private:
 	int errno_;
 };
 
+// The destination is out of room (full, over quota, past the file size
+// limit): not a bad sector to narrow down and skip, but an operational error
+// that stops the run.
+bool is_out_of_space(int err) noexcept;
+
 class UsageError : public Error {
 public:
 	using Error::Error;

@@ -28,6 +28,9 @@ SlotDetail inspect_slot(Device& cache, const Geometry& geometry, std::uint64_t s
 // The segment with this id, read from the slot it must live in. UsageError
 // when the id cannot be on this cache or that slot holds another segment.
 SlotDetail inspect_segment(Device& cache, const Geometry& geometry, std::uint64_t id);
+// The same, but a segment the scan found in another slot than its own
+// (slot-mismatch) is still on the cache: it is shown where it lies.
+SlotDetail inspect_segment(Device& cache, const LogScan& scan, std::uint64_t id);
 
 // Where the newest copy of one backing sector lives, and its 512 bytes.
 struct SectorDetail {

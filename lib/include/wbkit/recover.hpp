@@ -79,6 +79,9 @@ struct RecoveryReport {
 	std::uint64_t bytes_written = 0;
 	std::vector<LostRange> lost;
 	std::vector<std::string> notes; // data left behind and why, in words
+	// Segments of the kernel's log an out-of-range superblock record marks as
+	// written back (kernel policy): their data is left behind.
+	std::uint64_t record_hidden_segments = 0;
 
 	std::uint64_t lost_sectors() const;
 	bool data_left_behind() const;

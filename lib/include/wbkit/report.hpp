@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -48,11 +49,16 @@ struct DumpReport {
 	const LogScan& scan;
 	std::string cache_path;
 	std::optional<SlotDetail> segment{};
-	std::optional<std::vector<LogMetablockRow>> metablocks{};
+	// Walks the log's metablocks in replay order when they were asked for: a
+	// function, not a list, since a large cache holds millions of them.
+	std::function<void(const std::function<void(const LogMetablockRow&)>&)> metablocks{};
 	std::optional<SectorDetail> block{};
 };
 
 std::string dump_json(const DumpReport& report, int indent = -1);
+// The write_* functions write the same documents (2-space indent) as they are
+// produced: the lists that grow with the log are never held whole.
+void write_dump_json(std::ostream& out, const DumpReport& report);
 void print_dump(std::ostream& out, const DumpReport& report);
 
 // What a wbreplay run did, for its report.
@@ -69,9 +75,11 @@ struct ReplayRun {
 };
 
 std::string replay_report_json(const ReplayPlan& plan, const ReplayRun& run, int indent = -1);
+void write_replay_report_json(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run);
 void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run);
 
 std::string recovery_json(const RecoveryReport& report, int indent = -1);
+void write_recovery_json(std::ostream& out, const RecoveryReport& report);
 void print_recovery(std::ostream& out, const RecoveryReport& report);
 
 } // namespace wbkit

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# A long run of the engine fuzzer, for a given time or number of executions,
+# from the committed corpus (new finds go to a scratch copy). Prints the
+# executions, the rate and the coverage libFuzzer reached.
+# Usage: tests/fuzz/long.sh FUZZ_BUILD_DIR [SECONDS] [RUNS]   (RUNS 0: no limit)
+set -euo pipefail
+build=$(realpath "${1:?usage: $0 FUZZ_BUILD_DIR [SECONDS] [RUNS]}")
+seconds=${2:-600}
+runs=${3:-0}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp -r "$root/tests/fuzz/corpus/engine" "$work/corpus"
+limits=(-max_total_time="$seconds")
+[ "$runs" -gt 0 ] && limits=(-runs="$runs")
+echo "fuzz-long: fuzz_engine, ${limits[*]}, load $(cut -d' ' -f1-3 /proc/loadavg)"
+start=$(date +%s)
+status=0
+"$build/tests/fuzz/fuzz_engine" "${limits[@]}" -rss_limit_mb=2048 -print_final_stats=1 \
+	-artifact_prefix="$work/" "$work/corpus" 2>"$work/log" || status=$?
+elapsed=$(( $(date +%s) - start ))
+tail -3 "$work/log" | grep -E "^#|DONE" || true
+grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb" "$work/log" || true
+grep -oE "cov: [0-9]+ ft: [0-9]+" "$work/log" | tail -1 | sed 's/^/coverage (edges, features): /'
+echo "elapsed: ${elapsed}s"
+if [ "$status" -ne 0 ]; then
+	grep -B5 -A30 "ERROR\|invariant broken" "$work/log" | head -60
+	mkdir -p "$root/build-fuzz/crashes" && cp "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$root/build-fuzz/crashes/" 2>/dev/null || true
+	echo "fuzz-long: FAILED (artifacts in build-fuzz/crashes)"
+	exit 1
+fi
+echo "fuzz-long: no crash"
