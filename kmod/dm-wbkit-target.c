@@ -862,13 +862,18 @@ static int wb_tunable_index(const char *key)
 	return -1;
 }
 
+/*
+ * Parses "<#optargs> <key> <value> ..." as dm-writeboost 2.2.17 does: keys
+ * in any order and any case, a key given twice takes the last value, and
+ * words after the counted ones are ignored (logged). The same lines load.
+ */
 static int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
 			    char **error)
 {
 	static const struct dm_arg nr_args = {
 		0, 2 * WB_T_NR, "Invalid number of optional arguments"
 	};
-	unsigned int argc, val;
+	unsigned int argc, val, i;
 	const char *key;
 	int t, r;
 
@@ -877,6 +882,7 @@ static int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
 	r = dm_read_arg(&nr_args, as, &argc, error);
 	if (r)
 		return r;
+	wb->ctr_count_given = true;
 	if (argc % 2 || argc > as->argc) {
 		*error = "Optional arguments must be <key> <value> pairs";
 		return -EINVAL;
@@ -893,12 +899,14 @@ static int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
 		if (r)
 			return r;
 		wb->tunable[t] = val;
-		wb->ctr_given |= 1U << t;
+		for (i = 0; i < wb->nr_ctr_keys && wb->ctr_keys[i] != t; i++)
+			;
+		if (i == wb->nr_ctr_keys)
+			wb->ctr_keys[wb->nr_ctr_keys++] = t;
 	}
-	if (as->argc) {
-		*error = "Too many arguments";
-		return -EINVAL;
-	}
+	if (as->argc)
+		DMWARN("%u words after the optional arguments ignored, as dm-writeboost does",
+		       as->argc);
 	return 0;
 }
 
@@ -1041,7 +1049,9 @@ static int wb_alloc_metadata(struct wb_device *wb)
  *       nr_max_batched_writeback (1..32, default 32),
  *       update_sb_record_interval (seconds, 0..3600, default 0),
  *       sync_data_interval (seconds, 0..3600, default 0),
- *       read_cache_threshold (only 0), write_around_mode (only 0).
+ *       read_cache_threshold (0..127, default 0: no read caching),
+ *       write_around_mode (0 or 1, default 0),
+ *       nr_read_cache_cells (1..2048, default 2048).
  *
  * The constructor writes nothing and starts nothing: a reload builds its
  * instance while the old one is live. It refuses read-only tables and a
@@ -1224,25 +1234,44 @@ static void writeboost_postsuspend(struct dm_target *ti)
  * live: a log replayed with dirty data (a cache that ran in write-back
  * mode) is written back first. dm-writeboost formats the cache in this
  * mode instead, which would lose that data.
+ *
+ * Then the superblock record is set to last_writeback_id (FUA), before any
+ * write goes around the cache. Write-around writes change the backing
+ * device without a log entry, so a later replay must not take any dirty
+ * entry still in the log for data to write back: without the record, it
+ * could infer a lower last_writeback_id (one lap behind) and write old
+ * data over theirs.
  */
 static int wb_write_around_start(struct wb_device *wb)
 {
 	u64 id = READ_ONCE(wb->last_flushed_id);
-	int r;
+	void *blk;
+	int r = 0;
 
-	if (READ_ONCE(wb->last_writeback_id) >= id)
-		return 0;
-	DMINFO("write_around_mode 1: writing back the replayed log first");
-	atomic_inc(&wb->drop_caches);
-	wake_up(&wb->wb_wait);
-	r = wait_event_killable(wb->wait,
-				READ_ONCE(wb->last_writeback_id) >= id ||
-				wb_dead(wb));
-	atomic_dec(&wb->drop_caches);
+	if (READ_ONCE(wb->last_writeback_id) < id) {
+		DMINFO("write_around_mode 1: writing back the replayed log first");
+		atomic_inc(&wb->drop_caches);
+		wake_up(&wb->wb_wait);
+		r = wait_event_killable(wb->wait,
+					READ_ONCE(wb->last_writeback_id) >= id ||
+					wb_dead(wb));
+		atomic_dec(&wb->drop_caches);
+	}
 	if (!r && wb_dead(wb))
 		r = -EIO;
+	if (!r && READ_ONCE(wb->last_writeback_id)) {
+		blk = (void *)__get_free_page(GFP_KERNEL);
+		if (!blk) {
+			r = -ENOMEM;
+		} else {
+			wb_write_sb_record(wb, blk, READ_ONCE(wb->last_writeback_id));
+			free_page((unsigned long)blk);
+			if (wb_dead(wb))
+				r = -EIO;
+		}
+	}
 	if (r)
-		DMERR("cannot resume: write_around_mode 1 needs the log written back first (%d)",
+		DMERR("cannot resume: write_around_mode 1 needs the log written back and recorded first (%d)",
 		      r);
 	return r;
 }
@@ -1382,7 +1411,7 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 {
 	struct wb_device *wb = ti->private;
 	struct wb_segment *cur = READ_ONCE(wb->cur);
-	unsigned int sz = 0, i, nargs = 0;
+	unsigned int sz = 0, i;
 	u64 cursor, cur_id;
 
 	switch (type) {
@@ -1420,16 +1449,12 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s", wb->backing_dev->name, wb->cache_dev->name);
-		for (i = 0; i < WB_T_NR; i++)
-			if (wb->ctr_given & (1U << i))
-				nargs += 2;
-		if (!nargs)
+		if (!wb->ctr_count_given)
 			break;
-		DMEMIT(" %u", nargs);
-		for (i = 0; i < WB_T_NR; i++)
-			if (wb->ctr_given & (1U << i))
-				DMEMIT(" %s %u", wb_tunables[i].name,
-				       READ_ONCE(wb->tunable[i]));
+		DMEMIT(" %u", 2 * wb->nr_ctr_keys);
+		for (i = 0; i < wb->nr_ctr_keys; i++)
+			DMEMIT(" %s %u", wb_tunables[wb->ctr_keys[i]].name,
+			       READ_ONCE(wb->tunable[wb->ctr_keys[i]]));
 		break;
 
 	case STATUSTYPE_IMA:

@@ -34,7 +34,8 @@
  * ordered workqueue writes sealed segments to the cache device in id order
  * and completes flush/FUA bios (flush_wq, group commit), a kthread writes
  * segments back to the backing device, and a kthread runs the periodic jobs
- * (superblock record, data sync).
+ * (superblock record, data sync). Read-cache injection (rc_work) runs on
+ * io_wq too.
  *
  * Lifecycle: the constructor only reads (sector 0, to refuse a foreign
  * device) and allocates. The first preresume formats or replays and starts
@@ -170,7 +171,7 @@ struct wb_per_bio {
 	u32 cell;		/* WB_REMAP_READ_CACHE */
 };
 
-/* Tunables; the ctr_given mask says which keys the table line named. */
+/* Tunables, in dm-writeboost's order of its optional arguments. */
 enum wb_tunable {
 	WB_T_WRITEBACK_THRESHOLD,
 	WB_T_NR_MAX_BATCHED_WRITEBACK,
@@ -268,7 +269,10 @@ struct wb_device {
 
 	/* Tunables */
 	unsigned int tunable[WB_T_NR];
-	unsigned int ctr_given;		/* bit per enum wb_tunable */
+	/* The keys the table line gave, in its order, for STATUSTYPE_TABLE. */
+	u8 ctr_keys[WB_T_NR];
+	unsigned int nr_ctr_keys;
+	bool ctr_count_given;		/* "<#optargs>" present, maybe 0 */
 	bool write_around;		/* write_around_mode 1 */
 
 	/* Statistics */
