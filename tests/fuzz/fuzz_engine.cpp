@@ -155,11 +155,16 @@ void build_image(Input& in, std::vector<std::byte>& image, std::vector<Written>&
 	}
 }
 
-std::vector<std::byte> initial_backing()
+// Every sector its own fill byte, so a write at the wrong place shows. Built
+// once: a byte loop under coverage instrumentation cost more than the engines.
+const std::vector<std::byte>& initial_backing()
 {
-	std::vector<std::byte> bytes(backing_sectors * sector_size);
-	for (std::size_t i = 0; i < bytes.size(); ++i)
-		bytes[i] = std::byte(0x80 | (i / sector_size));
+	static const std::vector<std::byte> bytes = [] {
+		std::vector<std::byte> out(backing_sectors * sector_size);
+		for (std::uint64_t sector = 0; sector < backing_sectors; ++sector)
+			std::memset(out.data() + sector * sector_size, int(0x80 | sector), sector_size);
+		return out;
+	}();
 	return bytes;
 }
 
@@ -208,14 +213,17 @@ void check_plan(const ReplayPlan& plan, const wbkit::testing::KernelRuleModel& m
 		fail("summary's dirty sectors differ from the model", plan.summary().dirty_sectors, wanted.size());
 }
 
-void run_recovery(MemoryDevice& cache, const std::vector<std::byte>* expected, bool salvage, bool force)
+void run_recovery(MemoryDevice& cache, const std::vector<std::byte>* expected, bool salvage, bool force,
+		  bool render)
 {
 	MemoryDevice backing("backing", initial_backing());
 	try {
 		RecoverOptions options{.salvage = salvage, .force = force};
 		options.replay.max_extent_bytes = 64 * 1024; // the executor's buffers: small, as the devices are
 		RecoveryReport report = recover(cache, backing, nullptr, options);
-		(void)recovery_json(report);
+		// Rendering is the same code for every input; a sample of them keeps it covered.
+		if (render)
+			(void)recovery_json(report);
 		if (report.lost_sectors() > 0)
 			for (const LostRange& l : report.lost)
 				if (l.reason != LossReason::beyond_backing)
@@ -260,8 +268,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 		if (backing.bytes() != expected)
 			fail("executed plan differs from the model");
 	}
-	run_recovery(cache, scan->replayable() ? &expected : nullptr, false, force);
-	run_recovery(cache, nullptr, true, force);
+	run_recovery(cache, scan->replayable() ? &expected : nullptr, false, force, size % 8 == 0);
+	run_recovery(cache, nullptr, true, force, size % 8 == 1);
 
 	image = std::move(cache.bytes());
 	for (const Written& w : written)
