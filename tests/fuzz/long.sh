@@ -20,13 +20,16 @@ limits=(-max_total_time="$seconds")
 echo "fuzz-long: fuzz_engine, ${limits[*]}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 start=$(date +%s)
 status=0
-"$build/tests/fuzz/fuzz_engine" "${limits[@]}" -rss_limit_mb=2048 -print_final_stats=1 \
-	-artifact_prefix="$work/" "$work/corpus" 2>"$work/log" || status=$?
+/usr/bin/time -f "%U %S" -o "$work/cpu" "$build/tests/fuzz/fuzz_engine" "${limits[@]}" -rss_limit_mb=2048 \
+	-print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" 2>"$work/log" || status=$?
 elapsed=$(( $(date +%s) - start ))
 tail -3 "$work/log" | grep -E "^#|DONE" || true
 grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb" "$work/log" || true
 grep -oE "cov: [0-9]+ ft: [0-9]+" "$work/log" | tail -1 | sed 's/^/coverage (edges, features): /'
 echo "elapsed: ${elapsed}s"
+# The rate on one core: executions per CPU-second, which a loaded machine does not skew.
+units=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$work/log" | grep -oE "[0-9]+$" || echo 0)
+awk -v u="$units" '{ cpu = $1 + $2; if (cpu > 0) printf "executions per CPU-second: %.0f (%d in %.1f CPU-s)\n", u / cpu, u, cpu }' "$work/cpu"
 if [ "$status" -ne 0 ]; then
 	grep -B5 -A30 "ERROR\|invariant broken" "$work/log" | head -60
 	mkdir -p "$root/build-fuzz/crashes" && cp "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$root/build-fuzz/crashes/" 2>/dev/null || true
