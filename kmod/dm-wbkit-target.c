@@ -1484,7 +1484,8 @@ static void writeboost_io_hints(struct dm_target *ti,
 
 static struct target_type writeboost_target = {
 	.name = "writeboost",
-	.version = { 2, 2, 17 },
+	/* The project's version, so `dmsetup targets` tells this module from upstream's. */
+	.version = { WBKIT_VERSION_MAJOR, WBKIT_VERSION_MINOR, WBKIT_VERSION_PATCH },
 	.module = THIS_MODULE,
 	.ctr = writeboost_ctr,
 	.dtr = writeboost_dtr,
@@ -1521,3 +1522,6 @@ MODULE_AUTHOR("wbkit");
 MODULE_DESCRIPTION(DM_NAME " write-back cache target (dm-writeboost 2.2 on-disk format)");
 MODULE_LICENSE("GPL");
 MODULE_SOFTDEP("pre: crc32c");
+MODULE_VERSION(WBKIT_VERSION);
+/* dm core autoloads a target type with request_module("dm-<name>"). */
+MODULE_ALIAS("dm-writeboost");

@@ -11,6 +11,7 @@ BUILD_PACKAGES=(
 	pybind11-dev python3-dev python3-pytest python3-matplotlib
 	zstd clang libclang-rt-14-dev clang-format-14 util-linux xxd time
 	linux-source-6.1
+	scdoc man-db bash-completion dpkg-dev python3-jsonschema
 )
 # Kernel module build and the in-VM tests.
 VM_PACKAGES=(

@@ -208,7 +208,8 @@ private:
 		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size);
 		// A header block wholly inside a hole of a sparse image reads as
 		// zeros, id 0: an empty slot. Such slots are taken as read.
-		for (std::uint64_t slot = begin; slot < end; ++slot) {
+		// slot_done() in the increment: it runs after every `continue` too.
+		for (std::uint64_t slot = begin; slot < end; slot_done(), ++slot) {
 			SlotInfo& info = scan_.slots[slot];
 			std::uint64_t offset = scan_.geometry.slot_offset(slot);
 			if (offset >= data.end)
@@ -272,7 +273,7 @@ private:
 	Batch* next_batch(std::uint64_t& cursor, Device::DataRange& data, std::deque<Batch>& batches) const
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
-		const std::uint64_t batch = options_.verify_checksums ? 64 : 1024;
+		const std::uint64_t batch = batch_slots();
 		while (cursor < nr) {
 			const std::uint64_t offset = scan_.geometry.slot_offset(cursor);
 			if (offset >= data.end)
@@ -280,7 +281,9 @@ private:
 			if (offset + block_size <= data.begin) {
 				// The first slot whose header block reaches past the hole.
 				const std::uint64_t first = (data.begin - block_size - scan_.geometry.slot_offset(0)) / segment_size + 1;
-				cursor = std::clamp(first, cursor + 1, nr);
+				const std::uint64_t next = std::clamp(first, cursor + 1, nr);
+				slot_done(next - cursor); // read as empty without a read
+				cursor = next;
 				continue;
 			}
 			Batch& b = batches.emplace_back();
@@ -291,6 +294,19 @@ private:
 			return &b;
 		}
 		return nullptr;
+	}
+
+	std::uint64_t batch_slots() const { return options_.verify_checksums ? 64 : 1024; }
+
+	// Called by the reader threads after each slot; the callback runs under
+	// a lock, so it need not be thread-safe.
+	void slot_done(std::uint64_t slots = 1) const
+	{
+		if (!options_.progress)
+			return;
+		std::lock_guard lock(progress_lock_);
+		slots_done_ += slots;
+		options_.progress(slots_done_ * segment_size, scan_.geometry.nr_segments * segment_size);
 	}
 
 	// Verification reads and checksums every segment: CPU-bound on a cache in
@@ -305,6 +321,9 @@ private:
 		unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
 		if (!options_.verify_checksums)
 			threads = 4;
+		// No more threads than batches: a small cache is read by the calling thread alone.
+		threads = unsigned(std::min<std::uint64_t>(threads, (nr + batch_slots() - 1) / batch_slots()));
+		threads = std::max(threads, 1u);
 		std::deque<Batch> batches; // grows at the back only: references stay valid
 		std::mutex dispatch_lock;
 		std::uint64_t cursor = 0;
@@ -490,6 +509,8 @@ private:
 
 	Device& cache_;
 	const ScanOptions& options_;
+	mutable std::uint64_t slots_done_ = 0; // under progress_lock_
+	mutable std::mutex progress_lock_;
 	LogScan& scan_;
 	AlignedBuffer buffer_;
 	std::vector<SectorSource> entries_;

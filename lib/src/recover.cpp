@@ -83,8 +83,12 @@ public:
 							       output_->path(), output_->size_bytes(), backing_.path(),
 							       backing_.size_bytes()));
 		}
-		kernel_ = std::make_shared<LogScan>(
-			scan_log(reader_, ScanOptions{.verify_checksums = true, .backing_bytes = backing_.size_bytes()}));
+		ScanOptions scan_options{.verify_checksums = true, .backing_bytes = backing_.size_bytes()};
+		if (options_.progress)
+			scan_options.progress = [this](std::uint64_t done, std::uint64_t total) {
+				options_.progress("scan", ReplayProgress{.bytes_done = done, .bytes_total = total});
+			};
+		kernel_ = std::make_shared<LogScan>(scan_log(reader_, scan_options));
 		check_safety();
 		diagnose();
 		if (!options_.salvage)
@@ -164,6 +168,7 @@ private:
 		report_.stop_reason = k.stop_reason;
 		report_.stop_slot = k.stop_slot;
 		report_.findings = k.findings;
+		report_.kernel_log = kernel_;
 		for (std::uint64_t slot = 0; slot < k.slots.size(); ++slot) {
 			const SlotState state = k.slots[slot].state;
 			if (state == SlotState::header_unreadable)

@@ -67,6 +67,7 @@ nlohmann::json recovery_head(const RecoveryReport& r)
 	for (const Finding& f : r.findings)
 		findings.push_back(finding_json(f));
 	return {
+		{"schema", report_detail::schema_wbrecover},
 		{"policy", r.salvage ? "salvage" : "kernel"},
 		{"forced", r.overridden},
 		{"single_point_in_time", r.single_point_in_time},
@@ -74,13 +75,10 @@ nlohmann::json recovery_head(const RecoveryReport& r)
 		 {{"cache", diagnosis_json(r.cache)},
 		  {"backing", diagnosis_json(r.backing)},
 		  {"output", optional_json(r.output)}}},
+		{"geometry", r.kernel_log ? report_detail::geometry_json(*r.kernel_log) : nlohmann::json(nullptr)},
+		{"log", r.kernel_log ? report_detail::log_json(*r.kernel_log) : nlohmann::json(nullptr)},
 		{"diagnosis",
-		 {{"nr_segments", r.nr_segments},
-		  {"max_id", r.max_id},
-		  {"last_flushed_id", r.last_flushed_id},
-		  {"last_writeback_id", r.last_writeback_id},
-		  {"kernel_stop", {{"reason", std::string(stop_reason_name(r.stop_reason))}, {"slot", optional_json(r.stop_slot)}}},
-		  {"unreadable_header_slots", r.unreadable_header_slots},
+		 {{"unreadable_header_slots", r.unreadable_header_slots},
 		  {"checksum_failed_slots", r.checksum_failed_slots},
 		  {"findings", findings}}},
 		{"recovered",

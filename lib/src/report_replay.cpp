@@ -29,17 +29,12 @@ nlohmann::json replay_report_head(const ReplayPlan& plan, const ReplayRun& run)
 	const LogScan& scan = plan.scan();
 	const ReplaySummary& s = plan.summary();
 	nlohmann::json doc = {
+		{"schema", report_detail::schema_wbreplay},
 		{"cache", run.cache_path},
 		{"backing", run.backing_path},
 		{"dry_run", run.dry_run},
-		{"log",
-		 {{"nr_segments", scan.geometry.nr_segments},
-		  {"max_id", scan.max_id},
-		  {"oldest_id", scan.oldest_id()},
-		  {"last_flushed_id", scan.last_flushed_id},
-		  {"last_writeback_id", scan.last_writeback_id},
-		  {"stop_reason", std::string(stop_reason_name(scan.stop_reason))},
-		  {"stop_slot", optional_json(scan.stop_slot)}}},
+		{"geometry", report_detail::geometry_json(scan)},
+		{"log", report_detail::log_json(scan)},
 		{"plan",
 		 {{"segments_in_log", s.segments_in_log},
 		  {"segments_written_back", s.segments_written_back},

@@ -42,6 +42,35 @@ nlohmann::json finding_json(const Finding& f)
 	};
 }
 
+nlohmann::json geometry_json(const LogScan& scan)
+{
+	return {{"cache_bytes", scan.geometry.cache_bytes},
+		{"nr_segments", scan.geometry.nr_segments},
+		{"segment_bytes", segment_size},
+		{"block_bytes", block_size},
+		{"blocks_per_segment", blocks_per_segment}};
+}
+
+nlohmann::json log_json(const LogScan& scan)
+{
+	nlohmann::json stop = {{"reason", std::string(stop_reason_name(scan.stop_reason))},
+			       {"slot", optional_json(scan.stop_slot)},
+			       {"segment_id", scan.stop_slot ? nlohmann::json(scan.slots[*scan.stop_slot].id)
+							     : nlohmann::json(nullptr)}};
+	return {{"verified", scan.verified},
+		{"max_id", scan.max_id},
+		{"oldest_id", scan.oldest_id()},
+		{"newest_id", scan.last_flushed_id},
+		{"segments", scan.log.size()},
+		{"discarded_segments", scan.discarded_segments},
+		{"stop", stop},
+		{"last_flushed_id", scan.last_flushed_id},
+		{"last_writeback_id", scan.last_writeback_id},
+		{"dirty_blocks", scan.dirty_blocks},
+		{"dirty_sectors", scan.dirty_sectors},
+		{"writeback_bytes", scan.writeback_bytes()}};
+}
+
 } // namespace report_detail
 
 using report_detail::finding_json;
@@ -72,36 +101,16 @@ nlohmann::json scan_document(const LogScan& scan, const std::string& cache_path)
 	nlohmann::json findings = nlohmann::json::array();
 	for (const Finding& f : scan.findings)
 		findings.push_back(finding_json(f));
-	nlohmann::json stop = {{"reason", std::string(stop_reason_name(scan.stop_reason))},
-			       {"slot", optional_json(scan.stop_slot)},
-			       {"segment_id", scan.stop_slot ? nlohmann::json(scan.slots[*scan.stop_slot].id)
-							     : nlohmann::json(nullptr)}};
 	return {
+		{"schema", report_detail::schema_wbdump},
 		{"cache", cache_path},
-		{"geometry",
-		 {{"cache_bytes", scan.geometry.cache_bytes},
-		  {"nr_segments", scan.geometry.nr_segments},
-		  {"segment_bytes", segment_size},
-		  {"block_bytes", block_size},
-		  {"blocks_per_segment", blocks_per_segment}}},
+		{"geometry", report_detail::geometry_json(scan)},
 		{"superblock",
 		 {{"readable", scan.superblock_readable},
 		  {"magic", scan.superblock.magic},
 		  {"magic_ok", scan.superblock.magic_ok},
 		  {"record", scan.sb_record}}},
-		{"log",
-		 {{"verified", scan.verified},
-		  {"max_id", scan.max_id},
-		  {"oldest_id", scan.oldest_id()},
-		  {"newest_id", scan.last_flushed_id},
-		  {"segments", scan.log.size()},
-		  {"discarded_segments", scan.discarded_segments},
-		  {"stop", stop},
-		  {"last_flushed_id", scan.last_flushed_id},
-		  {"last_writeback_id", scan.last_writeback_id},
-		  {"dirty_blocks", scan.dirty_blocks},
-		  {"dirty_sectors", scan.dirty_sectors},
-		  {"writeback_bytes", scan.writeback_bytes()}}},
+		{"log", report_detail::log_json(scan)},
 		{"damage", has_damage(scan.findings)},
 		{"findings", findings},
 	};

@@ -30,6 +30,21 @@ def scale(max_bytes: float):
     return "bytes", 1
 
 
+def colour_ticks(low: float, high: float, count: int = 6):
+    """Ticks for the logarithmic colour bar spread across [low, high], both
+    ends included, rounded to few significant digits: matplotlib's own log
+    ticks land on powers of ten only, so a range inside one decade showed
+    one tick or none."""
+    if high <= low:
+        return [low]
+    for digits in range(2, 7):  # more digits only when a narrow range needs them
+        inner = {float(f"{t:.{digits}g}") for t in np.geomspace(low, high, count)[1:-1]}
+        ticks = sorted({low, high} | {t for t in inner if low < t < high})
+        if len(ticks) >= min(count, 3):
+            break
+    return ticks
+
+
 def dirty_points(scan: wbkit.LogScan):
     """One point per 4 KiB backing block with dirty sectors: (byte offset, segment id, dirty bytes)."""
     offsets, ids, weights = [], [], []
@@ -60,9 +75,16 @@ def draw(scan: wbkit.LogScan, backing_size, columns: int, rows: int, output: str
     grid, _, _ = np.histogram2d(offsets, ids, bins=[x_edges, id_edges], weights=weights)
     shown = np.ma.masked_equal(grid.T / 1024.0, 0)  # empty cells stay white
     if shown.count():
+        low, high = max(0.5, float(shown.min())), float(shown.max())
+        if high <= low:
+            high = low * 2  # one value everywhere: still a range to colour
         mesh = ax.pcolormesh(x_edges / factor, id_edges, shown, cmap="viridis", shading="flat",
-                             norm=colors.LogNorm(vmin=max(0.5, float(shown.min())), vmax=float(shown.max())))
-        fig.colorbar(mesh, ax=[strip, ax], pad=0.01, label="dirty KiB in cell", format="%g")
+                             norm=colors.LogNorm(vmin=low, vmax=high))
+        bar = fig.colorbar(mesh, ax=[strip, ax], pad=0.01, label="dirty KiB in cell")
+        ticks = colour_ticks(low, high)
+        bar.set_ticks(ticks)
+        bar.set_ticklabels([f"{t:g}" for t in ticks])
+        bar.ax.minorticks_off()
     else:
         ax.text(0.5, 0.5, "nothing dirty", transform=ax.transAxes, ha="center", va="center", fontsize=14)
     if scan.last_writeback_id >= first_id:

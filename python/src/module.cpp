@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "bindings.hpp"
+#include "wbkit/version.hpp"
 
 namespace wbkit::python {
 
@@ -42,6 +43,8 @@ PYBIND11_MODULE(_wbkit, m)
 	using namespace wbkit::python;
 	m.doc() = "Bindings of the wbkit C++ library: read and check a writeboost cache device. "
 		  "Use the package wbkit, which re-exports everything here.";
+	m.attr("__version__") = wbkit::version();
+	m.attr("build_version") = wbkit::build_version();
 	// Order matters: later areas use the exception types and enums of earlier ones.
 	bind_errors(m);
 	bind_crc32c(m);

@@ -87,3 +87,17 @@ def test_dirtiest_regions_top(images):
     assert len([l for l in done.stdout.splitlines() if re.match(r"\s+\d+\s+\d+\.\.", l)]) == 3
     bad = run("dirtiest_regions.py", images.get(compressed), "--region-size", "100")
     assert bad.returncode == 2
+
+
+def test_dirty_map_colour_bar_has_ticks_across_its_range():
+    """A narrow range (one decade or less) still gets ticks at both ends and between."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("dirty_map", EXAMPLES / "dirty_map.py")
+    module = importlib.util.module_from_spec(spec)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    spec.loader.exec_module(module)
+    for low, high in [(0.5, 4.0), (4.0, 508.0), (12.0, 13.0), (0.5, 2000.0)]:
+        ticks = module.colour_ticks(low, high)
+        assert ticks[0] == low and ticks[-1] == high, ticks
+        assert len(ticks) >= 3 and ticks == sorted(set(ticks)), ticks
+    assert module.colour_ticks(3.0, 3.0) == [3.0]

@@ -28,10 +28,24 @@ def test_cmake_install_gives_an_importable_package(tmp_path):
     assert check.stdout.split() == [str(site / "wbkit" / "__init__.py"), "0xe3069283"]
 
 
-def test_default_install_dir_is_on_debians_path():
-    """With the default prefix /usr/local the package lands in a folder this python3 searches."""
+def test_default_install_dir_is_on_debians_path(tmp_path):
+    """Installed with the configured prefix (/usr/local by default), the package lands in a folder this
+    python3 searches, with metadata importlib.metadata reads."""
     cache = (build_dir() / "CMakeCache.txt").read_text()
     prefix = next(l.split("=", 1)[1] for l in cache.splitlines() if l.startswith("CMAKE_INSTALL_PREFIX:"))
-    subdir = next(l.split("=", 1)[1] for l in cache.splitlines() if l.startswith("WBKIT_PYTHON_INSTALL_DIR:"))
-    target = pathlib.Path(prefix) / subdir
-    assert str(target) in sys.path or str(target) == sysconfig.get_paths()["purelib"], (target, sys.path)
+    stage = tmp_path / "stage"
+    done = subprocess.run(["cmake", "--install", str(build_dir()), "--component", "python"], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, DESTDIR=str(stage)))
+    assert done.returncode == 0, done.stderr
+    inits = list(stage.glob("**/wbkit/__init__.py"))
+    assert len(inits) == 1, inits
+    target = "/" + str(inits[0].parent.parent.relative_to(stage))
+    assert target.startswith(prefix), (target, prefix)
+    assert target in sys.path or target == sysconfig.get_paths()["purelib"], (target, sys.path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(inits[0].parent.parent)
+    check = subprocess.run([sys.executable, "-c", "import importlib.metadata as m, wbkit; "
+                            "print(m.version('wbkit') == wbkit.__version__, wbkit.__version__)"],
+                           capture_output=True, text=True, env=env, cwd="/", timeout=60)
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.split()[0] == "True", check.stdout

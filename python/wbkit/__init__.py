@@ -67,9 +67,9 @@ from ._wbkit import (
     parse_superblock_header,
     parse_superblock_record,
     segment_checksum,
+    build_version,
 )
-
-__version__ = "0.1.0"
+from ._wbkit import __version__
 
 __all__ = [
     "BLOCKS_PER_SEGMENT",
@@ -124,4 +124,5 @@ __all__ = [
     "parse_superblock_header",
     "parse_superblock_record",
     "segment_checksum",
+    "build_version",
 ]

@@ -37,6 +37,9 @@ BLOCKS_PER_SEGMENT: int
 MAGIC: int
 SB_RECORD_OFFSET: int
 
+__version__: str  # the project version, as importlib.metadata.version("wbkit")
+build_version: str  # the version and `git describe` of the checkout it was built from
+
 class Error(RuntimeError): ...
 class RefusedError(Error): ...
 

@@ -82,8 +82,8 @@ def test_corrupt_middle_segment_kernel_policy_then_salvage(wbsynth, tmp_path):
     assert "failing their checksum" in kernel.stdout
     assert "--salvage takes them" in kernel.stdout
     k = json.loads((tmp_path / "k.json").read_text())
-    assert k["diagnosis"]["last_flushed_id"] == 3
-    assert k["diagnosis"]["kernel_stop"]["reason"] == "checksum-mismatch"
+    assert k["log"]["last_flushed_id"] == 3
+    assert k["log"]["stop"]["reason"] == "checksum-mismatch"
     verdicts = {s["id"]: s for s in k["segments"]}
     assert verdicts[4]["reason"] == "checksum-mismatch" and not verdicts[4]["used"]
     assert verdicts[5]["reason"] == "after-stop-point" and verdicts[5]["left_behind_sectors"] > 0

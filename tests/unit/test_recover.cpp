@@ -440,7 +440,8 @@ TEST(Recover, ReportJsonCarriesTheDocumentedKeys)
 	EXPECT_FALSE(j["nothing_lost"].get<bool>());
 	EXPECT_FALSE(j["devices"]["cache"]["readable"].get<bool>());
 	EXPECT_TRUE(j["devices"]["backing"]["readable"].get<bool>());
-	EXPECT_EQ(j["diagnosis"]["kernel_stop"]["reason"], "unreadable");
+	EXPECT_EQ(j["log"]["stop"]["reason"], "unreadable");
+	EXPECT_EQ(j["schema"], "wbrecover/1");
 	EXPECT_EQ(j["lost"].size(), 1u);
 	EXPECT_EQ(j["lost"][0]["reason"], "cache-copy-unreadable");
 	EXPECT_EQ(j["segments"].size(), 3u);

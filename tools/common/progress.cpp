@@ -1,8 +1,12 @@
 #include "progress.hpp"
 
+#include <algorithm>
+#include <csignal>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "wbkit/errors.hpp"
 #include "wbkit/report.hpp"
 
 namespace wbkit {
@@ -13,9 +17,21 @@ ProgressReporter::ProgressReporter(std::string tool, bool quiet, std::FILE* stre
 {
 }
 
+void ProgressReporter::set_machine_fd(int fd)
+{
+	if (fd >= 0) {
+		const int flags = ::fcntl(fd, F_GETFL);
+		if (flags == -1 || (flags & O_ACCMODE) == O_RDONLY)
+			throw UsageError(fmt::format("--progress-fd {}: not a file descriptor open for writing", fd));
+		// A progress reader that goes away must not kill the work with SIGPIPE.
+		std::signal(SIGPIPE, SIG_IGN);
+	}
+	machine_fd_ = fd;
+}
+
 void ProgressReporter::update(std::string_view phase, std::uint64_t done, std::uint64_t total)
 {
-	if (mode_ == Mode::none)
+	if (mode_ == Mode::none && machine_fd_ < 0)
 		return;
 	const auto now = std::chrono::steady_clock::now();
 	if (phase != phase_) {
@@ -23,10 +39,18 @@ void ProgressReporter::update(std::string_view phase, std::uint64_t done, std::u
 		phase_ = phase;
 		phase_start_ = now;
 		last_print_ = now;
+		last_machine_print_ = now - std::chrono::seconds(1);
 		open_ = true;
 	}
 	done_ = done;
 	total_ = total;
+	// A program reading the fd gets a line every 100 ms at most, and the first at once.
+	if (machine_fd_ >= 0 && now - last_machine_print_ >= std::chrono::milliseconds(100)) {
+		print_machine();
+		last_machine_print_ = now;
+	}
+	if (mode_ == Mode::none)
+		return;
 	// A terminal redraws often; a log gets a line every few seconds, not a flood.
 	const auto interval = mode_ == Mode::bar ? std::chrono::milliseconds(200) : std::chrono::milliseconds(2000);
 	if (now - last_print_ >= interval) {
@@ -37,10 +61,22 @@ void ProgressReporter::update(std::string_view phase, std::uint64_t done, std::u
 
 void ProgressReporter::finish()
 {
-	if (mode_ == Mode::none || !open_)
+	if (!open_)
 		return;
-	print(true);
+	if (machine_fd_ >= 0)
+		print_machine();
+	if (mode_ != Mode::none)
+		print(true);
 	open_ = false;
+}
+
+void ProgressReporter::print_machine()
+{
+	std::string word(phase_);
+	std::replace(word.begin(), word.end(), ' ', '-');
+	const std::string line = fmt::format("{} {} {}\n", word, done_, total_);
+	// Progress is best effort: a reader that went away must not stop the work.
+	[[maybe_unused]] ssize_t written = ::write(machine_fd_, line.data(), line.size());
 }
 
 void ProgressReporter::print(bool final)

@@ -1,6 +1,7 @@
-// Progress of long work on stderr, the way both recovery tools show it: a bar
-// with percentage, bytes, rate and ETA on a terminal, plain lines otherwise
-// (logs, pipes), nothing when quiet.
+// Progress of long work on stderr, the way every tool shows it: a bar with
+// percentage, bytes, rate and ETA on a terminal, plain lines otherwise (logs,
+// pipes), nothing when quiet. Independently, --progress-fd N gets lines for
+// programs: `phase done total` (bytes; the phase one word), like e2fsck -C.
 #pragma once
 
 #include <chrono>
@@ -21,12 +22,16 @@ public:
 	ProgressReporter(std::string tool, bool quiet, std::FILE* stream = stderr);
 
 	Mode mode() const { return mode_; }
+	// Also write `phase done total` lines to fd (not closed here); -1: none.
+	// Throws UsageError when fd is not open for writing.
+	void set_machine_fd(int fd);
 	void update(std::string_view phase, std::uint64_t done, std::uint64_t total);
 	// Prints the final state of the current phase (and ends the bar's line).
 	void finish();
 
 private:
 	void print(bool final);
+	void print_machine();
 
 	std::string tool_;
 	std::FILE* stream_;
@@ -37,6 +42,8 @@ private:
 	bool open_ = false;
 	std::chrono::steady_clock::time_point phase_start_;
 	std::chrono::steady_clock::time_point last_print_;
+	int machine_fd_ = -1;
+	std::chrono::steady_clock::time_point last_machine_print_;
 };
 
 } // namespace wbkit

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "wbkit/errors.hpp"
+#include "wbkit/version.hpp"
 
 namespace wbkit {
 
@@ -30,10 +31,14 @@ int run_tool(const char* name, CLI::App& app, int argc, char** argv, const std::
 	// Past a file size limit (ulimit -f) a write must fail with EFBIG and be
 	// reported with its path, not kill the tool halfway without a word.
 	std::signal(SIGXFSZ, SIG_IGN);
+	app.set_version_flag("--version", std::string(name) + " " + build_version(), "print the version and exit");
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::CallForHelp&) {
 		std::cout << app.help();
+		return int(ExitCode::ok);
+	} catch (const CLI::CallForVersion& e) {
+		std::cout << e.what() << '\n';
 		return int(ExitCode::ok);
 	} catch (const CLI::ParseError& e) {
 		std::cerr << name << ": error: " << e.what() << "\nRun with --help for usage.\n";

@@ -7,8 +7,9 @@
 
 namespace wbkit {
 
-// Parses argv into app, then runs body. Prints `name: error: ...` on stderr
-// for bad usage (exit 2) and for exceptions (their exit code, else 3).
+// Adds --version (`name` and build_version()), parses argv into app, then
+// runs body. Prints `name: error: ...` on stderr for bad usage (exit 2) and
+// for exceptions (their exit code, else 3).
 int run_tool(const char* name, CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
 // A decimal number in [0, 2^64-1]. CLI11 alone reads "-1" and numbers past

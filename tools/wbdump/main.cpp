@@ -4,6 +4,7 @@
 #include <functional>
 #include <iostream>
 
+#include "progress.hpp"
 #include "tool_main.hpp"
 #include "wbkit/errors.hpp"
 #include "wbkit/report.hpp"
@@ -24,6 +25,10 @@ stop point is then unknown.
 
 wbdump never writes: the cache is opened read-only.
 
+Progress of the scan goes to stderr (a bar on a terminal, plain lines
+otherwise; -q: none); --progress-fd N writes `scan DONE TOTAL` lines (bytes)
+to file descriptor N for programs.
+
 Exit codes: 0 no damage found, 1 damage found (a finding of severity warning
 or error), 2 usage error, 3 cannot open or read.)";
 
@@ -33,6 +38,8 @@ struct Options {
 	bool json = false;
 	bool metablocks = false;
 	bool no_verify = false;
+	bool quiet = false;
+	int progress_fd = -1;
 	std::optional<std::uint64_t> slot;
 	std::optional<std::uint64_t> segment;
 	std::optional<std::uint64_t> block;
@@ -41,10 +48,15 @@ struct Options {
 int run(const Options& o)
 {
 	using namespace wbkit;
+	if (o.cache.empty())
+		throw UsageError("the cache is required: wbdump CACHE or wbdump --cache CACHE");
+	ProgressReporter progress("wbdump", o.quiet);
+	progress.set_machine_fd(o.progress_fd);
 	auto cache = open_device(o.cache);
 	ScanOptions scan_options{.verify_checksums = !o.no_verify};
 	if (!o.backing.empty())
 		scan_options.backing_bytes = open_device(o.backing)->size_bytes();
+	scan_options.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update("scan", done, total); };
 	const LogScan scan = scan_log(*cache, scan_options);
 
 	DumpReport report{.scan = scan, .cache_path = o.cache};
@@ -61,6 +73,9 @@ int run(const Options& o)
 	if (o.block)
 		report.block = inspect_sector(*cache, scan, *o.block);
 
+	// The scan's last progress line ends before the first line of output, and
+	// after the checks of --slot/--segment, so an error is the first thing on stderr.
+	progress.finish();
 	if (o.json)
 		write_dump_json(std::cout, report);
 	else
@@ -77,7 +92,8 @@ int main(int argc, char** argv)
 {
 	CLI::App app(description, "wbdump");
 	Options o;
-	app.add_option("CACHE", o.cache, "cache device or image file")->required();
+	auto* positional = app.add_option("CACHE", o.cache, "cache device or image file");
+	app.add_option("--cache", o.cache, "the cache, as in the other tools (instead of CACHE)")->excludes(positional);
 	app.add_option("--backing", o.backing, "backing device: report blocks that lie past its end");
 	app.add_flag("--json", o.json, "print one JSON document (keys documented in the README)");
 	app.add_flag("--metablocks", o.metablocks, "list every metablock of the log");
@@ -88,5 +104,8 @@ int main(int argc, char** argv)
 	app.add_option("--block", o.block, "where the newest copy of this backing SECTOR lives, with a hexdump")
 		->check(wbkit::unsigned_64());
 	app.add_flag("--no-verify", o.no_verify, "read segment headers only; do not verify checksums");
+	app.add_flag("-q,--quiet", o.quiet, "no progress output");
+	app.add_option("--progress-fd", o.progress_fd, "write `phase done total` progress lines to file descriptor N")
+		->check(CLI::NonNegativeNumber);
 	return wbkit::run_tool("wbdump", app, argc, argv, [&] { return run(o); });
 }

@@ -62,6 +62,8 @@ struct Options {
 	bool salvage = false;
 	bool force = false;
 	bool quiet = false;
+	bool json = false;
+	int progress_fd = -1;
 };
 
 int run(const Options& o)
@@ -74,11 +76,13 @@ int run(const Options& o)
 	const RolePath paths[] = {{"the cache", o.cache},
 				  {"the backing device", o.backing},
 				  {"the output", o.output},
-				  {"the report", o.report}};
+				  {"the report", o.report == "-" ? std::string() : o.report}};
 	check_distinct_paths(paths);
 	// Created now (as a temporary file), so a bad path fails before the devices are touched.
+	// `--report -` is the report on stdout, as --json.
+	const bool json = o.json || o.report == "-";
 	std::optional<AtomicFile> report_file;
-	if (!o.report.empty())
+	if (!o.report.empty() && o.report != "-")
 		report_file.emplace(o.report);
 
 	auto cache = open_device(o.cache, {.direct = true, .exclusive = true});
@@ -92,6 +96,7 @@ int run(const Options& o)
 	}
 
 	ProgressReporter progress("wbrecover", o.quiet);
+	progress.set_machine_fd(o.progress_fd);
 	RecoverOptions options{.salvage = o.salvage, .force = o.force};
 	options.progress = [&](std::string_view phase, const ReplayProgress& p) {
 		progress.update(phase, p.bytes_done, p.bytes_total);
@@ -117,7 +122,11 @@ int run(const Options& o)
 	for (const std::string& what : report.overridden)
 		std::cerr << "wbrecover: --force: overriding: " << what << '\n';
 
-	print_recovery(std::cout, report);
+	// stdout carries one thing: the JSON document, or the text for people.
+	if (json)
+		write_recovery_json(std::cout, report);
+	else
+		print_recovery(std::cout, report);
 	if (report_file) {
 		write_recovery_json(report_file->stream(), report);
 		report_file->commit();
@@ -135,8 +144,11 @@ int main(int argc, char** argv)
 	app.add_option("--backing", o.backing, "backing device or image file")->required();
 	app.add_option("--output", o.output, "copy the backing device here and recover onto the copy; the backing device is not written");
 	app.add_flag("--salvage", o.salvage, "take verifiable data beyond the kernel's consistent prefix");
-	app.add_option("--report", o.report, "write the full report as JSON to FILE");
+	app.add_option("--report", o.report, "write the full report as JSON to FILE (`-`: to stdout, as --json)");
+	app.add_flag("--json", o.json, "print the full report as one JSON document instead of text");
 	app.add_flag("--force", o.force, "go on without the magic, or with blocks past the backing end");
 	app.add_flag("-q,--quiet", o.quiet, "no progress output");
+	app.add_option("--progress-fd", o.progress_fd, "write `phase done total` progress lines to file descriptor N")
+		->check(CLI::NonNegativeNumber);
 	return wbkit::run_tool("wbrecover", app, argc, argv, [&] { return run(o); });
 }

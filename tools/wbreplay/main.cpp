@@ -53,6 +53,7 @@ struct Options {
 	bool quiet = false;
 	bool mark_clean = false;
 	bool force = false;
+	int progress_fd = -1;
 };
 
 int run(const Options& o)
@@ -68,11 +69,19 @@ int run(const Options& o)
 	auto backing = open_device(o.backing, {.writable = !o.dry_run, .direct = true, .exclusive = true});
 	check_distinct(*cache, "the cache", *backing, "the backing device");
 
+	ProgressReporter progress("wbreplay", o.quiet);
+	progress.set_machine_fd(o.progress_fd);
 	ReplayRun report{.cache_path = o.cache, .backing_path = o.backing, .dry_run = o.dry_run};
 	const auto scan_start = std::chrono::steady_clock::now();
-	const LogScan scan = scan_log(*cache, {.verify_checksums = true, .backing_bytes = backing->size_bytes()});
+	const LogScan scan = scan_log(*cache, {.verify_checksums = true,
+					       .backing_bytes = backing->size_bytes(),
+					       .progress = [&](std::uint64_t done, std::uint64_t total) {
+						       progress.update("scan", done, total);
+					       }});
 	report.scan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - scan_start).count();
+	// A refusal is the first thing on stderr: the scan's last progress line comes after the checks.
 	report.overridden = check_replay_safety(*cache, *backing, scan, o.force);
+	progress.finish();
 	for (const std::string& what : report.overridden)
 		std::cerr << "wbreplay: --force: overriding: " << what << '\n';
 
@@ -84,7 +93,6 @@ int run(const Options& o)
 		std::unique_ptr<Device> buffered;
 		if (backing->required_alignment() > 1)
 			buffered = open_device(o.backing, {.writable = true});
-		ProgressReporter progress("wbreplay", o.quiet);
 		ExecuteOptions exec{.progress = [&](const ReplayProgress& p) { progress.update("replay", p.bytes_done, p.bytes_total); },
 				    .unaligned_destination = buffered.get()};
 		report.result = execute_replay(plan, *cache, *backing, exec);
@@ -120,5 +128,7 @@ int main(int argc, char** argv)
 	app.add_flag("--mark-clean", o.mark_clean,
 		     "after the backing device is flushed, set the superblock record so the target does not replay again");
 	app.add_flag("--force", o.force, "override the checks that allow it (missing magic, blocks past the backing end)");
+	app.add_option("--progress-fd", o.progress_fd, "write `phase done total` progress lines to file descriptor N")
+		->check(CLI::NonNegativeNumber);
 	return wbkit::run_tool("wbreplay", app, argc, argv, [&] { return run(o); });
 }

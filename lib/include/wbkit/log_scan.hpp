@@ -22,6 +22,9 @@ struct ScanOptions {
 	bool verify_checksums = true;
 	// Size of the backing device, to report metablocks that point past it.
 	std::optional<std::uint64_t> backing_bytes{};
+	// Called after each segment slot with the cache bytes covered so far and
+	// in total (slots x 512 KiB), from one thread at a time.
+	std::function<void(std::uint64_t bytes_done, std::uint64_t bytes_total)> progress{};
 };
 
 enum class SlotState : std::uint8_t {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,7 +62,9 @@ struct RecoveryReport {
 	std::optional<std::string> output;
 	std::vector<std::string> overridden; // safety checks --force skipped
 
-	// The kernel's replay, as the diagnosis.
+	// The kernel's replay, as the diagnosis: the scan itself, and the figures
+	// the text report uses.
+	std::shared_ptr<const LogScan> kernel_log;
 	std::uint64_t nr_segments = 0;
 	std::uint64_t max_id = 0;
 	std::uint64_t last_flushed_id = 0;

@@ -1,0 +1,73 @@
+"""Progress of the scan and the replay: plain lines on stderr when it is not
+a terminal, nothing with -q, and `phase done total` lines for programs on
+--progress-fd N."""
+import os
+
+import pytest
+
+from conftest import ROOT, decompress, run, tool_path
+
+
+@pytest.fixture
+def demo(tmp_path):
+    fixture = ROOT / "fixtures" / "synthetic" / "demo"
+    return (decompress(fixture / "cache.img.zst", tmp_path / "cache.img"),
+            decompress(fixture / "backing.img.zst", tmp_path / "backing.img"))
+
+
+def commands(demo, tmp_path):
+    cache, backing = demo
+    return {
+        "wbdump": [tool_path("wbdump"), "--cache", cache],
+        "wbreplay": [tool_path("wbreplay"), "--cache", cache, "--backing", backing, "--dry-run"],
+        "wbrecover": [tool_path("wbrecover"), "--cache", cache, "--backing", backing, "--output", tmp_path / "o.img"],
+    }
+
+
+def run_with_progress_fd(args):
+    read_end, write_end = os.pipe()
+    try:
+        done = run([*args, "--progress-fd", str(write_end)], pass_fds=(write_end,))
+    finally:
+        os.close(write_end)
+    with os.fdopen(read_end) as f:
+        lines = f.read().splitlines()
+    return done, lines
+
+
+@pytest.mark.parametrize("tool", ["wbdump", "wbreplay", "wbrecover"])
+def test_progress_fd_gets_phase_done_total_lines(demo, tmp_path, tool):
+    done, lines = run_with_progress_fd([*commands(demo, tmp_path)[tool], "-q"])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # -q silences stderr, not the fd that was asked for
+    parsed = [line.split(" ") for line in lines]
+    assert parsed and all(len(p) == 3 and p[1].isdigit() and p[2].isdigit() for p in parsed), lines
+    scan = [(int(d), int(t)) for phase, d, t in parsed if phase == "scan"]
+    assert scan, lines
+    assert [d for d, _ in scan] == sorted(d for d, _ in scan)
+    assert scan[-1][0] == scan[-1][1] == 6 * 512 * 1024  # every slot of the 6-segment cache
+
+
+@pytest.mark.parametrize("tool", ["wbdump", "wbreplay", "wbrecover"])
+def test_scan_progress_lines_on_stderr_and_none_with_q(demo, tmp_path, tool):
+    args = commands(demo, tmp_path)[tool]
+    loud = run(args)
+    assert loud.returncode == 0, loud.stderr
+    assert f"{tool}: scan: 100.0%" in loud.stderr and "(done)" in loud.stderr
+    quiet = run([*args, "-q"])
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_progress_fd_that_is_not_open_is_a_usage_error(demo):
+    done = run([tool_path("wbdump"), demo[0], "--progress-fd", "97"])
+    assert done.returncode == 2
+    assert "wbdump: error: --progress-fd 97" in done.stderr
+
+
+def test_wbdump_takes_the_cache_as_option_or_positional(demo):
+    positional = run([tool_path("wbdump"), demo[0], "--json", "-q"])
+    option = run([tool_path("wbdump"), "--cache", demo[0], "--json", "-q"])
+    assert positional.returncode == option.returncode == 0
+    assert positional.stdout == option.stdout
+    both = run([tool_path("wbdump"), demo[0], "--cache", demo[0]])
+    assert both.returncode == 2
