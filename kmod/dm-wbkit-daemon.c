@@ -98,7 +98,7 @@ static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
  * by sector, flush the backing device, then mark them clean. Their blocks
  * stay in the lookup as clean copies.
  */
-static void wb_writeback_batch(struct wb_device *wb)
+static void __wb_writeback_batch(struct wb_device *wb)
 {
 	struct wb_segment *segs[WB_MAX_BATCH];
 	u8 lens[WB_MAX_BATCH];
@@ -230,6 +230,18 @@ written:
 	WRITE_ONCE(wb->last_writeback_id, lw + n);
 	spin_unlock(&wb->lock);
 	wake_up_all(&wb->wait);
+}
+
+/*
+ * One batch at a time: the daemon, and drop_caches on a suspended device
+ * (which writes back in its caller while the daemon is stopped, and may
+ * overlap a resume that starts it again).
+ */
+void wb_writeback_batch(struct wb_device *wb)
+{
+	mutex_lock(&wb->wb_batch_lock);
+	__wb_writeback_batch(wb);
+	mutex_unlock(&wb->wb_batch_lock);
 }
 
 int wb_writeback_daemon(void *data)

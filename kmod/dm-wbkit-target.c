@@ -1088,6 +1088,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	init_waitqueue_head(&wb->copy_wait);
 	bio_list_init(&wb->commit_waiters);
 	init_waitqueue_head(&wb->wb_wait);
+	mutex_init(&wb->wb_batch_lock);
 	INIT_LIST_HEAD(&wb->flush_queue);
 	spin_lock_init(&wb->bio_lock);
 	bio_list_init(&wb->deferred);
@@ -1319,16 +1320,31 @@ static void writeboost_resume(struct dm_target *ti)
 /* ---------------------------------------------------------------------- */
 /* Messages and status */
 
-/* Writes back everything, waiting interruptibly. */
+/* Writes back everything, waiting interruptibly (killably when suspended). */
 static int wb_drop_caches(struct wb_device *wb)
 {
 	u64 id;
 	int r;
 
-	/* A suspended instance does no I/O. */
+	/*
+	 * Suspended, the threads are stopped and postsuspend put the RAM
+	 * buffer on the cache device: write back here, on request. Debian's
+	 * writeboost script stops a cache that way (suspend, drop_caches,
+	 * remove, then it zeroes the superblock), as dm-writeboost allows.
+	 */
 	if (test_bit(WB_F_SUSPENDED, &wb->flags)) {
-		DMWARN("drop_caches: the device is suspended");
-		return -EBUSY;
+		r = 0;
+		atomic_inc(&wb->drop_caches);
+		while (!wb_dead(wb) && READ_ONCE(wb->last_writeback_id) <
+				       READ_ONCE(wb->last_flushed_id)) {
+			if (fatal_signal_pending(current)) {
+				r = -EINTR;
+				break;
+			}
+			wb_writeback_batch(wb);
+		}
+		atomic_dec(&wb->drop_caches);
+		return wb_dead(wb) ? -EIO : r;
 	}
 	atomic_inc(&wb->drop_caches);
 	id = wb_seal_for_flush(wb);

@@ -237,6 +237,7 @@ struct wb_device {
 
 	/* Writeback daemon */
 	struct task_struct *wb_task;
+	struct mutex wb_batch_lock;	/* one writeback batch at a time */
 	wait_queue_head_t wb_wait;
 	void *wb_buf[WB_MAX_BATCH];
 	struct wb_wb_entry *wb_entries;
@@ -318,6 +319,7 @@ void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
 int wb_aio_wait(struct wb_aio *aio);
 
 /* dm-wbkit-daemon.c */
+void wb_writeback_batch(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);
