@@ -1,6 +1,7 @@
 // wbrecover: bring the data of a writeboost cache home when things are bad:
 // a dead target, unreadable sectors on either device, damaged segments.
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <optional>
@@ -58,10 +59,9 @@ loop device and its file, stacked devices), a device in use (O_EXCL), a cache sm
 without the writeboost magic or whose log names blocks past the backing
 device's end (--force goes on for these two).
 
-Exit codes (--dry-run: the same, for what a real run would do): 0 nothing
-was lost, 1 finished but something was lost or left
-behind (listed), 2 usage error, 3 cannot open a device or flush the
-destination, 4 refused by a safety check.)";
+Exit codes (a dry run: those a real run would have): 0 nothing was lost,
+1 finished but something was lost or left behind (listed), 2 usage error,
+3 cannot open a device or flush the destination, 4 refused by a safety check.)";
 
 struct Options {
 	std::string cache;
@@ -79,9 +79,9 @@ struct Options {
 // A dry run creates no output: it fails where creating it would fail.
 void check_creatable(const std::string& path)
 {
-	const std::string::size_type slash = path.rfind('/');
-	const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/"
-									      : path.substr(0, slash);
+	std::string dir = std::filesystem::path(path).parent_path().string();
+	if (dir.empty())
+		dir = ".";
 	struct stat st {};
 	if (::stat(dir.c_str(), &st) != 0)
 		throw wbkit::IoError("cannot open", path, errno);
