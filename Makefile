@@ -46,13 +46,14 @@ check-format: deps-build
 format: deps-build
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-# Everything: format, unit, CLI, Python, sanitizer, fuzz and VM tests.
+# Everything: format, unit, CLI, Python, sanitizer (ASan/UBSan, TSan), fuzz and VM tests.
 test: deps
 	$(MAKE) check-format
 	$(MAKE) check-kmod-style
 	$(MAKE) all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
 	$(MAKE) test-vm
 
