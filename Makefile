@@ -3,6 +3,8 @@ BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
 BUILD_TSAN ?= build-tsan
+# The engine fuzzer without AddressSanitizer, for long runs (make fuzz-long).
+BUILD_FUZZ_FAST ?= build-fuzz-fast
 # make fuzz-long FUZZ_SECONDS=3600 (or FUZZ_RUNS=10000000)
 FUZZ_SECONDS ?= 600
 FUZZ_RUNS ?= 0
@@ -44,13 +46,14 @@ check-format: deps-build
 format: deps-build
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-# Everything: format, unit, CLI, Python, sanitizer, fuzz and VM tests.
+# Everything: format, unit, CLI, Python, sanitizer (ASan/UBSan, TSan), fuzz and VM tests.
 test: deps
 	$(MAKE) check-format
 	$(MAKE) check-kmod-style
 	$(MAKE) all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
 	$(MAKE) test-vm
 
@@ -77,8 +80,12 @@ fuzz-configure: deps-build
 test-fuzz: fuzz-configure
 	tests/fuzz/run.sh $(BUILD_FUZZ)
 
+# The long run fuzzes without ASan (about ten times the rate), then runs every
+# input it found again under ASan.
 fuzz-long: fuzz-configure
-	tests/fuzz/long.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_RUNS)
+	@test -f $(BUILD_FUZZ_FAST)/CMakeCache.txt || cmake -S . -B $(BUILD_FUZZ_FAST) -DWBKIT_FUZZ=ON -DWBKIT_FUZZ_ASAN=OFF -DWBKIT_PYTHON=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+	cmake --build $(BUILD_FUZZ_FAST) -j $(JOBS) --target fuzz_engine
+	tests/fuzz/long.sh $(BUILD_FUZZ_FAST) $(FUZZ_SECONDS) $(FUZZ_RUNS) $(BUILD_FUZZ)
 
 test-vm: deps all
 	tests/vm/run-all.sh $(BUILD)
@@ -100,5 +107,5 @@ check-kmod-style:
 	scripts/check-kmod-style.sh $(BUILD)/checkpatch
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ) $(BUILD_FUZZ_FAST)
 	-$(MAKE) -C kmod clean

@@ -16,24 +16,49 @@
 
 /*
  * Whether the daemon has work: flushed segments not yet written back, and
- * a reason to write them now: drop_caches, the ring about to need a slot
- * that still holds such a segment, or more dirty segments than
- * writeback_threshold percent (0 = never in the background).
+ * a reason to write them now: drop_caches, the ring needing the slot of the
+ * next segment to open (it still holds a segment not written back), or more
+ * dirty segments than writeback_threshold percent (0 = never in the
+ * background). Nothing is written back ahead of need: a written-back
+ * segment's blocks stay in the lookup as clean copies only until their
+ * slot is reused, so early writeback would not free anything sooner.
  */
 bool wb_should_writeback(struct wb_device *wb)
 {
 	u64 lf = READ_ONCE(wb->last_flushed_id);
 	u64 lw = READ_ONCE(wb->last_writeback_id);
-	u64 next = READ_ONCE(wb->last_sealed_id) + 2;
+	u64 next = READ_ONCE(wb->last_sealed_id) + 1;
 	unsigned int thr = READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]);
 
 	if (wb_dead(wb) || lw >= lf)
 		return false;
 	if (atomic_read(&wb->drop_caches))
 		return true;
-	if (wb_previous_lap_id(next, wb->nr_segments) > lw)
+	if (!READ_ONCE(wb->cur) &&
+	    wb_previous_lap_id(next, wb->nr_segments) > lw)
 		return true;
 	return thr && (lf - lw) * 100 > (u64)thr * wb->nr_segments;
+}
+
+/*
+ * Segments in the next batch, as dm-writeboost computes it: at most
+ * nr_max_batched_writeback and the flushed segments not written back, and
+ * at most one more than the ring's free slots. While foreground writes keep
+ * the ring full that is 1: a writer waiting for a slot gets it after one
+ * segment, and writeback does not hold the backing device for a whole
+ * batch. As slots come free (idle, drop_caches, threshold) the batch
+ * doubles up to nr_max_batched_writeback. Called with wb->lock held.
+ */
+static unsigned int wb_batch_size(struct wb_device *wb)
+{
+	u64 lw = wb->last_writeback_id;
+	u64 open_id = wb->cur ? wb->cur->id : wb->last_sealed_id;
+	u64 n = wb->last_flushed_id - lw;
+
+	n = min_t(u64, n, READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
+	/* The open segment's slot was free when it opened: no underflow. */
+	n = min_t(u64, n, lw + wb->nr_segments - open_id + 1);
+	return (unsigned int)min_t(u64, n, WB_MAX_BATCH);
 }
 
 static int wb_entry_cmp(const void *a, const void *b)
@@ -54,11 +79,11 @@ static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
 	unsigned int i = 0, j;
 
 	while (i < WB_BLOCK_SECTORS) {
-		if (!(e->dirty_bits & (1U << i))) {
+		if (!(e->data_bits & (1U << i))) {
 			i++;
 			continue;
 		}
-		for (j = i; j < WB_BLOCK_SECTORS && (e->dirty_bits & (1U << j)); j++)
+		for (j = i; j < WB_BLOCK_SECTORS && (e->data_bits & (1U << j)); j++)
 			;
 		wb_aio_submit(wb, aio, WB_DEV_BACKING, REQ_OP_WRITE,
 			      e->sector + i, data + (i << WB_SECTOR_SHIFT),
@@ -68,14 +93,16 @@ static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
 }
 
 /*
- * Writes back the oldest flushed segments, up to nr_max_batched_writeback:
- * read them from the cache device, write their dirty sectors to the backing
- * device sorted by sector, flush the backing device, then mark them clean.
+ * Writes back the oldest flushed segments (wb_batch_size): read them from
+ * the cache device, write their dirty sectors to the backing device sorted
+ * by sector, flush the backing device, then mark them clean. Their blocks
+ * stay in the lookup as clean copies.
  */
-static void wb_writeback_batch(struct wb_device *wb)
+static void __wb_writeback_batch(struct wb_device *wb)
 {
 	struct wb_segment *segs[WB_MAX_BATCH];
 	u8 lens[WB_MAX_BATCH];
+	bool has_dirty[WB_MAX_BATCH];
 	unsigned int nr = 0, b, n, i, j;
 	struct wb_aio aio;
 	struct blk_plug plug;
@@ -84,17 +111,17 @@ static void wb_writeback_batch(struct wb_device *wb)
 
 	spin_lock(&wb->lock);
 	lw = wb->last_writeback_id;
-	n = (unsigned int)min_t(u64, wb->last_flushed_id - lw,
-				READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
-	n = min_t(unsigned int, n, WB_MAX_BATCH);
+	n = wb_batch_size(wb);
 	if (!n) {
 		spin_unlock(&wb->lock);
 		return;
 	}
+	WRITE_ONCE(wb->nr_cur_batched, n);
 	for (b = 0; b < n; b++) {
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + b);
 
 		segs[b] = seg;
+		has_dirty[b] = false;
 		/* A flushed segment owns its slot until it is written back. */
 		lens[b] = seg->id == lw + 1 + b ? seg->length : 0;
 		for (j = 0; j < lens[b]; j++) {
@@ -109,17 +136,21 @@ static void wb_writeback_batch(struct wb_device *wb)
 			 * back later, in id order. Entries superseded during
 			 * replay are skipped: docs/FORMAT.md makes them obsolete.
 			 */
-			if (!mb->dirty_bits || mb->obsolete)
+			if (!mb->dirty || mb->obsolete)
 				continue;
+			has_dirty[b] = true;
 			wb->wb_entries[nr++] = (struct wb_wb_entry) {
 				.sector = mb->sector,
 				.batch_idx = b,
 				.idx = j,
-				.dirty_bits = mb->dirty_bits,
+				.data_bits = mb->data_bits,
 			};
 		}
 	}
 	spin_unlock(&wb->lock);
+	/* Only clean blocks (read cache, write-around): nothing to write. */
+	if (!nr)
+		goto written;
 
 	/*
 	 * The segments cannot change: they are flushed and not written back.
@@ -128,7 +159,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 	do {
 		wb_aio_init(&aio);
 		for (b = 0; b < n; b++)
-			if (lens[b])
+			if (has_dirty[b])
 				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
 					      wb_data_block_sector(segs[b]->slot, 0),
 					      wb->wb_buf[b], lens[b] * WB_BLOCK_SIZE);
@@ -141,7 +172,7 @@ static void wb_writeback_batch(struct wb_device *wb)
 		return;
 	}
 	for (b = 0; b < n; b++)
-		if (lens[b])
+		if (has_dirty[b])
 			invalidate_kernel_vmap_range(wb->wb_buf[b],
 						     lens[b] * WB_BLOCK_SIZE);
 
@@ -186,21 +217,31 @@ static void wb_writeback_batch(struct wb_device *wb)
 	if (err)
 		return;
 
+written:
+	/*
+	 * Clean copies keep serving reads from the cache device until their
+	 * slot is reused (wb_get_cur unhashes them; the flusher waits for
+	 * their readers before it overwrites the slot).
+	 */
 	spin_lock(&wb->lock);
 	for (b = 0; b < n; b++)
 		for (j = 0; j < lens[b]; j++)
-			if (!hlist_unhashed(&segs[b]->mb[j].ht_node))
-				wb_ht_del(wb, &segs[b]->mb[j]);
-	spin_unlock(&wb->lock);
-	/*
-	 * Unhashed, no new read can pin the slots; reads remapped to them
-	 * earlier finish before the slots may be reused.
-	 */
-	for (b = 0; b < n; b++)
-		wait_event(wb->copy_wait,
-			   !atomic_read(&segs[b]->nr_dev_readers));
+			wb_mark_clean(wb, &segs[b]->mb[j]);
 	WRITE_ONCE(wb->last_writeback_id, lw + n);
+	spin_unlock(&wb->lock);
 	wake_up_all(&wb->wait);
+}
+
+/*
+ * One batch at a time: the daemon, and drop_caches on a suspended device
+ * (which writes back in its caller while the daemon is stopped, and may
+ * overlap a resume that starts it again).
+ */
+void wb_writeback_batch(struct wb_device *wb)
+{
+	mutex_lock(&wb->wb_batch_lock);
+	__wb_writeback_batch(wb);
+	mutex_unlock(&wb->wb_batch_lock);
 }
 
 int wb_writeback_daemon(void *data)

@@ -211,7 +211,7 @@ int wb_aio_wait(struct wb_aio *aio)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Hash table: backing block -> newest dirty copy not yet written back */
+/* Hash table: backing block -> newest copy on the cache, dirty or clean */
 
 static struct hlist_head *wb_ht_head(struct wb_device *wb, sector_t block)
 {
@@ -231,13 +231,23 @@ struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block)
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb)
 {
 	hlist_add_head(&mb->ht_node, wb_ht_head(wb, mb->sector));
-	wb->nr_dirty++;
+	if (mb->dirty)
+		wb->nr_dirty++;
 }
 
 void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb)
 {
 	hlist_del_init(&mb->ht_node);
-	wb->nr_dirty--;
+	if (mb->dirty)
+		wb->nr_dirty--;
+}
+
+/* Its data is on the backing device; a hashed copy keeps serving reads. */
+void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb)
+{
+	if (mb->dirty && !hlist_unhashed(&mb->ht_node))
+		wb->nr_dirty--;
+	mb->dirty = false;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -368,7 +378,8 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 		u8 bits = md->dirty_bits;
 
 		mb->sector = le64_to_cpu(md->sector);
-		mb->dirty_bits = bits;
+		mb->data_bits = bits;
+		mb->dirty = bits;
 		mb->obsolete = false;
 		/* Never trust the disk: a block must lie inside the target. */
 		if ((mb->sector & (WB_BLOCK_SECTORS - 1)) ||
@@ -376,15 +387,17 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 			DMWARN_LIMIT("segment %llu block %u names sector %llu outside the target: ignored",
 				     (unsigned long long)seg->id, j,
 				     (unsigned long long)mb->sector);
-			mb->dirty_bits = 0;
+			mb->data_bits = 0;
+			mb->dirty = false;
 			continue;
 		}
 		bits &= wb_bits_in_range(wb, mb->sector);
-		mb->dirty_bits = bits;
+		mb->data_bits = bits;
+		mb->dirty = bits;
 
 		old = wb_ht_lookup(wb, mb->sector);
 		if (old) {
-			u8 keep = old->dirty_bits & ~wb_entry_sectors(bits);
+			u8 keep = old->data_bits & ~wb_entry_sectors(bits);
 
 			if (keep) {
 				err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
@@ -848,6 +861,11 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 	int err = 0;
 
 	wait_event(wb->copy_wait, wb_copies_done(wb, seg));
+	/*
+	 * Reads remapped to the clean copies the slot held before it was
+	 * reused finish first; none can start now (wb_get_cur unhashed them).
+	 */
+	wait_event(wb->copy_wait, !atomic_read(&seg->nr_dev_readers));
 
 	/* Sealed and every copy done: nothing writes to buf any more. */
 	buf = seg->buf;

@@ -16,6 +16,8 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <linux/log2.h>
+#include <linux/hash.h>
+#include <linux/sort.h>
 
 #include "dm-wbkit.h"
 
@@ -63,7 +65,8 @@ static bool wb_slot_free(struct wb_device *wb, u64 id)
 }
 
 /*
- * Makes sure there is an open segment with room. Called with wb->lock
+ * Makes sure there is an open segment (it may be full: the caller seals a
+ * full one when it needs a new block and calls again). Called with wb->lock
  * held; drops it while waiting for a RAM buffer or for the writeback of the
  * segment that still occupies the next slot of the ring. Waiting here is
  * safe in .map: the flusher and the writeback daemon never wait for a bio
@@ -95,7 +98,11 @@ static int wb_get_cur(struct wb_device *wb)
 		}
 
 		seg = wb_seg_of_id(wb, id);
-		/* Written back: none of its blocks is still the newest dirty copy. */
+		/*
+		 * Written back: its hashed blocks are clean copies, dropped
+		 * from the lookup now. Reads already remapped to them finish
+		 * before the flusher writes the new segment here.
+		 */
 		for (j = 0; j < WB_BLOCKS_PER_SEGMENT; j++)
 			if (!hlist_unhashed(&seg->mb[j].ht_node))
 				wb_ht_del(wb, &seg->mb[j]);
@@ -149,6 +156,212 @@ static bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id)
 	bio_list_add(&wb->commit_waiters, bio);
 	wb->commit_id = max(wb->commit_id, id);
 	return true;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Read cache (read_cache_threshold, nr_read_cache_cells), as dm-writeboost */
+
+static struct hlist_head *wb_rc_head(struct wb_device *wb, sector_t block)
+{
+	return &wb->rc_hash[hash_64(block >> 3, wb->rc_hash_bits)];
+}
+
+static struct wb_rc_cell *wb_rc_lookup(struct wb_device *wb, sector_t block)
+{
+	struct wb_rc_cell *cell;
+
+	hlist_for_each_entry(cell, wb_rc_head(wb, block), node)
+		if (cell->sector == block)
+			return cell;
+	return NULL;
+}
+
+/* A write makes a staged copy of its block stale. Called with wb->lock held. */
+static void wb_rc_invalidate(struct wb_device *wb, sector_t block)
+{
+	struct wb_rc_cell *cell;
+
+	if (wb->rc_nr_free == wb->rc_nr)
+		return;
+	cell = wb_rc_lookup(wb, block);
+	if (cell)
+		cell->cancelled = true;
+}
+
+/*
+ * Only random reads are cached: once a run of consecutive blocks read grows
+ * beyond read_cache_threshold, the run's cells and every later one of it
+ * are cancelled. The run's cells are the newest: idx and up.
+ */
+static void wb_rc_cancel_sequential(struct wb_device *wb, u32 idx,
+				    unsigned int thr)
+{
+	struct wb_rc_cell *cell = &wb->rc_cells[idx];
+	u32 i, last;
+
+	if (cell->sector == wb->rc_last_sector + WB_BLOCK_SECTORS) {
+		wb->rc_seqcount++;
+	} else {
+		wb->rc_seqcount = 1;
+		wb->rc_over_threshold = false;
+	}
+	wb->rc_last_sector = cell->sector;
+	if (wb->rc_seqcount <= thr)
+		return;
+	if (wb->rc_over_threshold) {
+		cell->cancelled = true;
+		return;
+	}
+	wb->rc_over_threshold = true;
+	last = min_t(u32, idx + wb->rc_seqcount, wb->rc_nr);
+	for (i = idx; i < last; i++)
+		wb->rc_cells[i].cancelled = true;
+}
+
+/*
+ * Stages a full 4 KiB read miss of block: the caller remaps the read to the
+ * backing device, and its data goes into the cell when it ends. Called
+ * with wb->lock held.
+ */
+static bool wb_rc_reserve(struct wb_device *wb, struct wb_per_bio *pb,
+			  sector_t block)
+{
+	unsigned int thr = READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]);
+	struct wb_rc_cell *cell;
+	u32 idx;
+
+	if (!thr || !wb->rc_nr_free || wb_rc_lookup(wb, block))
+		return false;
+	/*
+	 * A write-around write in flight may land after this read has read
+	 * the block: its data could be stale. (One that starts later cancels
+	 * the cell.)
+	 */
+	if (atomic_read(&wb->nr_wa_inflight))
+		return false;
+	idx = --wb->rc_nr_free;
+	cell = &wb->rc_cells[idx];
+	cell->sector = block;
+	cell->cancelled = false;
+	cell->failed = false;
+	hlist_add_head(&cell->node, wb_rc_head(wb, block));
+	wb_rc_cancel_sequential(wb, idx, thr);
+	pb->cell = idx;
+	return true;
+}
+
+/* End of a staged read, in any context: keep the data. */
+static void wb_rc_read_done(struct wb_device *wb, struct bio *bio,
+			    struct wb_per_bio *pb, bool failed)
+{
+	void *dst = wb->rc_data + (size_t)pb->cell * WB_BLOCK_SIZE;
+	struct bvec_iter iter;
+	struct bio_vec bv;
+
+	if (failed) {
+		WRITE_ONCE(wb->rc_cells[pb->cell].failed, true);
+	} else {
+		/* bi_iter has advanced by now: walk the data as it was mapped. */
+		__bio_for_each_segment(bv, bio, iter, pb->iter) {
+			memcpy_from_bvec(dst, &bv);
+			dst += bv.bv_len;
+		}
+	}
+	/* Orders the copy before rc_work reads it. */
+	if (atomic_dec_and_test(&wb->rc_pending))
+		queue_work(wb->io_wq, &wb->rc_work);
+}
+
+/*
+ * Puts one staged cell into the open segment as a clean block (dirty_bits 0
+ * in the log), unless a write made it stale. Called with wb->lock held; may
+ * drop it to wait for a segment. A dead or suspended target injects
+ * nothing: the cells are dropped (an error is returned).
+ */
+static int wb_rc_inject(struct wb_device *wb, struct wb_rc_cell *cell,
+			const void *data)
+{
+	struct wb_metablock_device *md;
+	struct wb_metablock *mb;
+	struct wb_segment *seg;
+	int err;
+
+	for (;;) {
+		if (test_bit(WB_F_SUSPENDED, &wb->flags))
+			return -EBUSY;
+		if (cell->cancelled || READ_ONCE(cell->failed) ||
+		    wb_ht_lookup(wb, cell->sector))
+			return 0;
+		err = wb_get_cur(wb);
+		if (err)
+			return err;
+		seg = wb->cur;
+		if (seg->length < WB_BLOCKS_PER_SEGMENT)
+			break;
+		wb_seal(wb);
+	}
+	mb = &seg->mb[seg->length];
+	/* Under the lock, so that no later write of the block is overtaken. */
+	memcpy(seg->buf + WB_BLOCK_SIZE * (1 + seg->length), data,
+	       WB_BLOCK_SIZE);
+	md = seg->buf + WB_METABLOCK_OFFSET(seg->length);
+	md->sector = cpu_to_le64(cell->sector);
+	md->dirty_bits = 0;
+	mb->sector = cell->sector;
+	mb->data_bits = WB_ALL_DIRTY;
+	mb->dirty = false;
+	mb->obsolete = false;
+	wb_ht_add(wb, mb);
+	seg->length++;
+	return 0;
+}
+
+static int wb_rc_key_cmp(const void *a, const void *b)
+{
+	const struct wb_rc_key *x = a, *y = b;
+
+	if (x->sector != y->sector)
+		return x->sector < y->sector ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Every cell of the generation is used and its read ended: cancel the
+ * sequential runs among them (in sector order, the reads may have come
+ * interleaved), inject the rest, and start a new generation.
+ */
+static void wb_rc_work(struct work_struct *work)
+{
+	struct wb_device *wb = container_of(work, struct wb_device, rc_work);
+	unsigned int thr = READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]);
+	u32 i, j, start = 0;
+
+	for (i = 0; i < wb->rc_nr; i++)
+		wb->rc_sorted[i] = (struct wb_rc_key) {
+			.sector = wb->rc_cells[i].sector, .idx = i };
+	sort(wb->rc_sorted, wb->rc_nr, sizeof(*wb->rc_sorted), wb_rc_key_cmp,
+	     NULL);
+
+	spin_lock(&wb->lock);
+	for (i = 1; i <= wb->rc_nr; i++) {
+		if (i < wb->rc_nr && wb->rc_sorted[i].sector ==
+		    wb->rc_sorted[i - 1].sector + WB_BLOCK_SECTORS)
+			continue;
+		if (i - start > thr)
+			for (j = start; j < i; j++)
+				wb->rc_cells[wb->rc_sorted[j].idx].cancelled = true;
+		start = i;
+	}
+	/* thr 0: read caching was switched off meanwhile, nothing is injected. */
+	for (i = 0; thr && i < wb->rc_nr; i++)
+		if (wb_rc_inject(wb, &wb->rc_cells[i],
+				 wb->rc_data + (size_t)i * WB_BLOCK_SIZE))
+			break;
+	for (i = 0; i < (1U << wb->rc_hash_bits); i++)
+		INIT_HLIST_HEAD(&wb->rc_hash[i]);
+	wb->rc_nr_free = wb->rc_nr;
+	atomic_set(&wb->rc_pending, wb->rc_nr);
+	spin_unlock(&wb->lock);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -212,14 +425,27 @@ retry:
 	seg = wb->cur;
 	old = wb_ht_lookup(wb, block);
 	on_buffer = old && wb_mb_seg(wb, old) == seg;
+	/*
+	 * A full segment stays open until a write needs a new block, as in
+	 * dm-writeboost: overwrites of its blocks still land in place and
+	 * count as on_buffer.
+	 */
+	if (!on_buffer && seg->length == WB_BLOCKS_PER_SEGMENT) {
+		wb_seal(wb);
+		goto retry;
+	}
 
 	if (on_buffer) {
 		/* Overwrite in place in the open segment. */
 		mb = old;
 		dst = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
-		mb->dirty_bits |= bits;
+		if (!mb->dirty)
+			wb->nr_dirty++;
+		mb->dirty = true;
+		mb->data_bits |= bits;
 	} else {
-		u8 keep = old ? old->dirty_bits & ~bits : 0;
+		/* A clean copy's sectors are all on the backing device. */
+		u8 keep = old && old->dirty ? old->data_bits & ~bits : 0;
 		const void *src = NULL;
 		u8 idx = seg->length;
 
@@ -270,20 +496,20 @@ retry:
 		if (old)
 			wb_ht_del(wb, old);
 		mb->sector = block;
-		mb->dirty_bits = bits | keep;
+		mb->data_bits = bits | keep;
+		mb->dirty = true;
 		mb->obsolete = false;
 		wb_ht_add(wb, mb);
 		seg->length++;
 	}
+	wb_rc_invalidate(wb, block);
 	wb_stat_inc(wb, true, !!old, on_buffer, n == WB_BLOCK_SECTORS);
 
 	md = seg->buf + WB_METABLOCK_OFFSET(wb_mb_idx(wb, mb));
 	md->sector = cpu_to_le64(mb->sector);
-	md->dirty_bits = mb->dirty_bits;
+	md->dirty_bits = mb->data_bits;
 	mb->nr_copying++;
 	seg->nr_writers++;
-	if (seg->length == WB_BLOCKS_PER_SEGMENT)
-		wb_seal(wb);
 	spin_unlock(&wb->lock);
 
 	wb_copy_from_bio(dst + (off << WB_SECTOR_SHIFT), bio);
@@ -318,8 +544,41 @@ static void wb_remap_backing(struct wb_device *wb, struct bio *bio,
 
 	pb->remap = WB_REMAP_BACKING;
 	pb->sector = sector;
+	pb->op = op_is_write(bio_op(bio)) ?
+		 (bio_sectors(bio) ? "write" : "flush") : "read";
 	bio_set_dev(bio, wb->backing_dev->bdev);
 	bio->bi_iter.bi_sector = sector;
+}
+
+/*
+ * write_around_mode 1: writes (and flushes) go to the backing device. The
+ * lookup holds clean copies only (the mode starts with everything written
+ * back and never logs a write), so a copy of the block just leaves it, and
+ * a staged read-cache cell of the block is cancelled.
+ */
+static int wb_write_around(struct wb_device *wb, struct bio *bio,
+			   sector_t sector)
+{
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+	sector_t block = sector & ~(sector_t)(WB_BLOCK_SECTORS - 1);
+	unsigned int n = bio_sectors(bio);
+	struct wb_metablock *old;
+
+	spin_lock(&wb->lock);
+	if (n) {
+		old = wb_ht_lookup(wb, block);
+		wb_stat_inc(wb, true, !!old,
+			    old && wb->cur && wb_mb_seg(wb, old) == wb->cur,
+			    n == WB_BLOCK_SECTORS);
+		if (old)
+			wb_ht_del(wb, old);
+		wb_rc_invalidate(wb, block);
+	}
+	atomic_inc(&wb->nr_wa_inflight);
+	spin_unlock(&wb->lock);
+	wb_remap_backing(wb, bio, sector);
+	pb->remap = WB_REMAP_WRITE_AROUND;
+	return DM_MAPIO_REMAPPED;
 }
 
 /*
@@ -371,11 +630,14 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
 
 /*
  * A read of up to one block. A miss is remapped to the backing device; a
- * hit whose sectors are all in the newest copy is copied from the RAM buffer
- * (without the lock: the buffer is pinned) or remapped to the copy on the
- * cache device (the slot is pinned until the bio ends, so it cannot be
- * reused meanwhile). A hit that also needs sectors of the backing device
- * goes to the worker (in_worker false) or is merged there.
+ * hit whose sectors are all in the newest copy (dirty or clean) is copied
+ * from the RAM buffer (without the lock: the buffer is pinned) or remapped
+ * to the copy on the cache device (the slot is pinned until the bio ends, so
+ * it cannot be reused meanwhile). A clean copy that lacks some of the
+ * sectors is remapped to the backing device, which holds all of them. A
+ * dirty hit that also needs sectors of the backing device goes to the
+ * worker (in_worker false) or is merged there.
+ * Statistics count each bio once, as dm-writeboost does: where it is served.
  * Returns DM_MAPIO_REMAPPED (the caller submits) or DM_MAPIO_SUBMITTED.
  */
 static int wb_read(struct wb_device *wb, struct bio *bio, sector_t sector,
@@ -399,9 +661,17 @@ retry:
 	}
 	mb = wb_ht_lookup(wb, sector & ~(sector_t)(WB_BLOCK_SECTORS - 1));
 	if (!mb) {
+		/* Partial reads are never cached. */
+		bool staged = n == WB_BLOCK_SECTORS &&
+			      wb_rc_reserve(wb, pb, sector);
+
 		spin_unlock(&wb->lock);
 		wb_stat_inc(wb, false, false, false, n == WB_BLOCK_SECTORS);
 		wb_remap_backing(wb, bio, sector);
+		if (staged) {
+			pb->remap = WB_REMAP_READ_CACHE;
+			pb->iter = bio->bi_iter;
+		}
 		return DM_MAPIO_REMAPPED;
 	}
 	if (mb->nr_copying) {
@@ -409,13 +679,18 @@ retry:
 		goto retry;
 	}
 	seg = wb_mb_seg(wb, mb);
+	dirty = mb->data_bits & want;
+	if (dirty != want && mb->dirty && !in_worker) {
+		spin_unlock(&wb->lock);
+		return DM_MAPIO_KILL;	/* to the worker, which counts it */
+	}
 	wb_stat_inc(wb, false, true, seg == wb->cur, n == WB_BLOCK_SECTORS);
-	dirty = mb->dirty_bits & want;
+	if (dirty != want && !mb->dirty) {
+		spin_unlock(&wb->lock);
+		wb_remap_backing(wb, bio, sector);
+		return DM_MAPIO_REMAPPED;
+	}
 	if (dirty != want) {
-		if (!in_worker) {
-			spin_unlock(&wb->lock);
-			return DM_MAPIO_KILL;	/* to the worker */
-		}
 		err = wb_read_merge(wb, bio, sector, mb, dirty);
 		goto done;
 	}
@@ -487,6 +762,8 @@ static int writeboost_map(struct dm_target *ti, struct bio *bio)
 	if (wb_dead(wb))
 		return DM_MAPIO_KILL;
 
+	if (wb->write_around && bio_op(bio) == REQ_OP_WRITE)
+		return wb_write_around(wb, bio, sector);
 	if (!bio_sectors(bio)) {
 		if (bio->bi_opf & REQ_PREFLUSH) {
 			wb_flush_bio(wb, bio);
@@ -522,10 +799,15 @@ static int writeboost_end_io(struct dm_target *ti, struct bio *bio,
 		return DM_ENDIO_DONE;
 	if (pb->remap == WB_REMAP_CACHE)
 		wb_unpin_dev(wb, pb->seg);
+	if (pb->remap == WB_REMAP_READ_CACHE)
+		wb_rc_read_done(wb, bio, pb, *error != BLK_STS_OK);
+	if (pb->remap == WB_REMAP_WRITE_AROUND)
+		atomic_dec(&wb->nr_wa_inflight);
 	if (*error && *error != BLK_STS_AGAIN && *error != BLK_STS_RESOURCE)
 		wb_set_dead(wb, pb->remap == WB_REMAP_CACHE ? WB_DEV_CACHE :
 							       WB_DEV_BACKING,
-			    "read", pb->sector, blk_status_to_errno(*error));
+			    pb->remap == WB_REMAP_CACHE ? "read" : pb->op,
+			    pb->sector, blk_status_to_errno(*error));
 	return DM_ENDIO_DONE;
 }
 
@@ -559,7 +841,16 @@ static const struct wb_tunable_def wb_tunables[WB_T_NR] = {
 	[WB_T_WRITE_AROUND_MODE] = {
 		"write_around_mode",
 		{ 0, 1, "write_around_mode must be 0 or 1" }, 0 },
+	[WB_T_NR_READ_CACHE_CELLS] = {
+		"nr_read_cache_cells",
+		{ 1, 2048, "nr_read_cache_cells must be 1..2048" }, 2048 },
 };
+
+/* Fixed at construction, as in dm-writeboost: messages cannot change them. */
+static bool wb_tunable_static(int t)
+{
+	return t == WB_T_WRITE_AROUND_MODE || t == WB_T_NR_READ_CACHE_CELLS;
+}
 
 static int wb_tunable_index(const char *key)
 {
@@ -571,23 +862,18 @@ static int wb_tunable_index(const char *key)
 	return -1;
 }
 
-/* Features that dm-writeboost has and this target does not. */
-static const char *wb_unsupported(int t, unsigned int val)
-{
-	if (t == WB_T_READ_CACHE_THRESHOLD && val)
-		return "read_cache_threshold other than 0 is not supported: no read caching";
-	if (t == WB_T_WRITE_AROUND_MODE && val)
-		return "write_around_mode 1 is not supported: this target only does write-back";
-	return NULL;
-}
-
+/*
+ * Parses "<#optargs> <key> <value> ..." as dm-writeboost 2.2.17 does: keys
+ * in any order and any case, a key given twice takes the last value, and
+ * words after the counted ones are ignored (logged). The same lines load.
+ */
 static int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
 			    char **error)
 {
 	static const struct dm_arg nr_args = {
 		0, 2 * WB_T_NR, "Invalid number of optional arguments"
 	};
-	unsigned int argc, val;
+	unsigned int argc, val, i;
 	const char *key;
 	int t, r;
 
@@ -596,6 +882,7 @@ static int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
 	r = dm_read_arg(&nr_args, as, &argc, error);
 	if (r)
 		return r;
+	wb->ctr_count_given = true;
 	if (argc % 2 || argc > as->argc) {
 		*error = "Optional arguments must be <key> <value> pairs";
 		return -EINVAL;
@@ -611,17 +898,15 @@ static int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
 		r = dm_read_arg(&wb_tunables[t].arg, as, &val, error);
 		if (r)
 			return r;
-		if (wb_unsupported(t, val)) {
-			*error = (char *)wb_unsupported(t, val);
-			return -EINVAL;
-		}
 		wb->tunable[t] = val;
-		wb->ctr_given |= 1U << t;
+		for (i = 0; i < wb->nr_ctr_keys && wb->ctr_keys[i] != t; i++)
+			;
+		if (i == wb->nr_ctr_keys)
+			wb->ctr_keys[wb->nr_ctr_keys++] = t;
 	}
-	if (as->argc) {
-		*error = "Too many arguments";
-		return -EINVAL;
-	}
+	if (as->argc)
+		DMWARN("%u words after the optional arguments ignored, as dm-writeboost does",
+		       as->argc);
 	return 0;
 }
 
@@ -674,6 +959,10 @@ static void wb_destroy(struct wb_device *wb)
 	for (i = 0; i < WB_MAX_BATCH; i++)
 		vfree(wb->wb_buf[i]);
 	kvfree(wb->wb_entries);
+	vfree(wb->rc_data);
+	kvfree(wb->rc_hash);
+	kvfree(wb->rc_sorted);
+	kvfree(wb->rc_cells);
 	for (i = 0; i < WB_NR_RAMBUF; i++)
 		vfree(wb->rambuf[i]);
 	free_page((unsigned long)wb->bounce);
@@ -728,6 +1017,18 @@ static int wb_alloc_metadata(struct wb_device *wb)
 		if (!wb->wb_buf[i])
 			return -ENOMEM;
 	}
+	wb->rc_nr = wb->tunable[WB_T_NR_READ_CACHE_CELLS];
+	wb->rc_nr_free = wb->rc_nr;
+	atomic_set(&wb->rc_pending, wb->rc_nr);
+	wb->rc_last_sector = ~(sector_t)0;
+	wb->rc_hash_bits = ilog2(roundup_pow_of_two(wb->rc_nr));
+	wb->rc_cells = kvcalloc(wb->rc_nr, sizeof(*wb->rc_cells), GFP_KERNEL);
+	wb->rc_sorted = kvcalloc(wb->rc_nr, sizeof(*wb->rc_sorted), GFP_KERNEL);
+	wb->rc_hash = kvcalloc(1U << wb->rc_hash_bits, sizeof(*wb->rc_hash),
+			       GFP_KERNEL);
+	wb->rc_data = vmalloc(array_size(wb->rc_nr, WB_BLOCK_SIZE));
+	if (!wb->rc_cells || !wb->rc_sorted || !wb->rc_hash || !wb->rc_data)
+		return -ENOMEM;
 	wb->wb_entries = kvcalloc(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT,
 				  sizeof(*wb->wb_entries), GFP_KERNEL);
 	wb->bounce = (void *)__get_free_page(GFP_KERNEL);
@@ -748,7 +1049,9 @@ static int wb_alloc_metadata(struct wb_device *wb)
  *       nr_max_batched_writeback (1..32, default 32),
  *       update_sb_record_interval (seconds, 0..3600, default 0),
  *       sync_data_interval (seconds, 0..3600, default 0),
- *       read_cache_threshold (only 0), write_around_mode (only 0).
+ *       read_cache_threshold (0..127, default 0: no read caching),
+ *       write_around_mode (0 or 1, default 0),
+ *       nr_read_cache_cells (1..2048, default 2048).
  *
  * The constructor writes nothing and starts nothing: a reload builds its
  * instance while the old one is live. It refuses read-only tables and a
@@ -785,11 +1088,13 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	init_waitqueue_head(&wb->copy_wait);
 	bio_list_init(&wb->commit_waiters);
 	init_waitqueue_head(&wb->wb_wait);
+	mutex_init(&wb->wb_batch_lock);
 	INIT_LIST_HEAD(&wb->flush_queue);
 	spin_lock_init(&wb->bio_lock);
 	bio_list_init(&wb->deferred);
 	INIT_WORK(&wb->io_work, wb_io_work);
 	INIT_WORK(&wb->flush_work, wb_flush_work);
+	INIT_WORK(&wb->rc_work, wb_rc_work);
 	atomic_set(&wb->drop_caches, 0);
 	for (t = 0; t < WB_STATLEN; t++)
 		atomic64_set(&wb->stat[t], 0);
@@ -825,6 +1130,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	r = wb_parse_optargs(wb, &as, &ti->error);
 	if (r)
 		goto bad;
+	wb->write_around = wb->tunable[WB_T_WRITE_AROUND_MODE];
 
 	wb->cache_sectors = bdev_nr_sectors(wb->cache_dev->bdev);
 	wb->backing_sectors = bdev_nr_sectors(wb->backing_dev->bdev);
@@ -910,6 +1216,11 @@ static void writeboost_postsuspend(struct dm_target *ti)
 
 	set_bit(WB_F_SUSPENDED, &wb->flags);
 	wake_up_all(&wb->wait);		/* a waiting drop_caches gives up */
+	/*
+	 * A read-cache injection may wait for writeback: it ends (dropping
+	 * its cells, the flag is set) before the threads stop.
+	 */
+	flush_work(&wb->rc_work);
 	wb_stop_daemons(wb);
 	if (!test_bit(WB_F_STARTED, &wb->flags))
 		return;
@@ -917,6 +1228,53 @@ static void writeboost_postsuspend(struct dm_target *ti)
 		return;
 	/* Segments go without FUA unless a bio waits: make them durable. */
 	wb_flush_dev(wb, WB_DEV_CACHE);
+}
+
+/*
+ * write_around_mode 1 logs no write, so nothing may be dirty when it goes
+ * live: a log replayed with dirty data (a cache that ran in write-back
+ * mode) is written back first. dm-writeboost formats the cache in this
+ * mode instead, which would lose that data.
+ *
+ * Then the superblock record is set to last_writeback_id (FUA), before any
+ * write goes around the cache. Write-around writes change the backing
+ * device without a log entry, so a later replay must not take any dirty
+ * entry still in the log for data to write back: without the record, it
+ * could infer a lower last_writeback_id (one lap behind) and write old
+ * data over theirs.
+ */
+static int wb_write_around_start(struct wb_device *wb)
+{
+	u64 id = READ_ONCE(wb->last_flushed_id);
+	void *blk;
+	int r = 0;
+
+	if (READ_ONCE(wb->last_writeback_id) < id) {
+		DMINFO("write_around_mode 1: writing back the replayed log first");
+		atomic_inc(&wb->drop_caches);
+		wake_up(&wb->wb_wait);
+		r = wait_event_killable(wb->wait,
+					READ_ONCE(wb->last_writeback_id) >= id ||
+					wb_dead(wb));
+		atomic_dec(&wb->drop_caches);
+	}
+	if (!r && wb_dead(wb))
+		r = -EIO;
+	if (!r && READ_ONCE(wb->last_writeback_id)) {
+		blk = (void *)__get_free_page(GFP_KERNEL);
+		if (!blk) {
+			r = -ENOMEM;
+		} else {
+			wb_write_sb_record(wb, blk, READ_ONCE(wb->last_writeback_id));
+			free_page((unsigned long)blk);
+			if (wb_dead(wb))
+				r = -EIO;
+		}
+	}
+	if (r)
+		DMERR("cannot resume: write_around_mode 1 needs the log written back and recorded first (%d)",
+		      r);
+	return r;
 }
 
 /*
@@ -946,6 +1304,8 @@ static int writeboost_preresume(struct dm_target *ti)
 			return r;
 		}
 	}
+	if (wb->write_around)
+		return wb_write_around_start(wb);
 	return 0;
 }
 
@@ -960,16 +1320,31 @@ static void writeboost_resume(struct dm_target *ti)
 /* ---------------------------------------------------------------------- */
 /* Messages and status */
 
-/* Writes back everything, waiting interruptibly. */
+/* Writes back everything, waiting interruptibly (killably when suspended). */
 static int wb_drop_caches(struct wb_device *wb)
 {
 	u64 id;
 	int r;
 
-	/* A suspended instance does no I/O. */
+	/*
+	 * Suspended, the threads are stopped and postsuspend put the RAM
+	 * buffer on the cache device: write back here, on request. Debian's
+	 * writeboost script stops a cache that way (suspend, drop_caches,
+	 * remove, then it zeroes the superblock), as dm-writeboost allows.
+	 */
 	if (test_bit(WB_F_SUSPENDED, &wb->flags)) {
-		DMWARN("drop_caches: the device is suspended");
-		return -EBUSY;
+		r = 0;
+		atomic_inc(&wb->drop_caches);
+		while (!wb_dead(wb) && READ_ONCE(wb->last_writeback_id) <
+				       READ_ONCE(wb->last_flushed_id)) {
+			if (fatal_signal_pending(current)) {
+				r = -EINTR;
+				break;
+			}
+			wb_writeback_batch(wb);
+		}
+		atomic_dec(&wb->drop_caches);
+		return wb_dead(wb) ? -EIO : r;
 	}
 	atomic_inc(&wb->drop_caches);
 	id = wb_seal_for_flush(wb);
@@ -1015,13 +1390,14 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 		DMWARN("unknown message key %s", argv[0]);
 		return -EINVAL;
 	}
+	if (wb_tunable_static(t)) {
+		DMWARN("%s is fixed at construction: reload the table to change it",
+		       wb_tunables[t].name);
+		return -EINVAL;
+	}
 	if (kstrtouint(argv[1], 10, &val) || val < wb_tunables[t].arg.min ||
 	    val > wb_tunables[t].arg.max) {
 		DMWARN("%s", wb_tunables[t].arg.error);
-		return -EINVAL;
-	}
-	if (wb_unsupported(t, val)) {
-		DMWARN("%s", wb_unsupported(t, val));
 		return -EINVAL;
 	}
 	WRITE_ONCE(wb->tunable[t], val);
@@ -1051,7 +1427,7 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 {
 	struct wb_device *wb = ti->private;
 	struct wb_segment *cur = READ_ONCE(wb->cur);
-	unsigned int sz = 0, i, nargs = 0;
+	unsigned int sz = 0, i;
 	u64 cursor, cur_id;
 
 	switch (type) {
@@ -1072,7 +1448,7 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 		DMEMIT(" %lld", (long long)atomic64_read(&wb->nr_partial_flushed));
 		DMEMIT(" 12 writeback_threshold %u nr_cur_batched_writeback %u sync_data_interval %u update_sb_record_interval %u read_cache_threshold %u",
 		       READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]),
-		       READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]),
+		       READ_ONCE(wb->nr_cur_batched),
 		       READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]));
@@ -1089,16 +1465,12 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s", wb->backing_dev->name, wb->cache_dev->name);
-		for (i = 0; i < WB_T_NR; i++)
-			if (wb->ctr_given & (1U << i))
-				nargs += 2;
-		if (!nargs)
+		if (!wb->ctr_count_given)
 			break;
-		DMEMIT(" %u", nargs);
-		for (i = 0; i < WB_T_NR; i++)
-			if (wb->ctr_given & (1U << i))
-				DMEMIT(" %s %u", wb_tunables[i].name,
-				       READ_ONCE(wb->tunable[i]));
+		DMEMIT(" %u", 2 * wb->nr_ctr_keys);
+		for (i = 0; i < wb->nr_ctr_keys; i++)
+			DMEMIT(" %s %u", wb_tunables[wb->ctr_keys[i]].name,
+			       READ_ONCE(wb->tunable[wb->ctr_keys[i]]));
 		break;
 
 	case STATUSTYPE_IMA:

@@ -22,9 +22,10 @@
  * - seg->nr_buf_readers: reads copying out of seg->buf; the flusher waits
  *   for 0 before it returns the buffer to the pool.
  * - seg->nr_dev_readers: reads of the slot on the cache device (remapped
- *   read hits, merges); writeback waits for 0 before the slot may be reused.
- *   Pins are only taken through the hash table, under the lock, so once a
- *   segment's entries are unhashed its count can only fall.
+ *   read hits, merges); the flusher waits for 0 before it writes a new
+ *   segment into the slot. Pins are only taken through the hash table,
+ *   under the lock, and a slot's entries are unhashed when it is reused
+ *   (wb_get_cur), so from then on its count can only fall.
  *
  * Threads: bios are handled in the submitter's context (.map); only a read
  * of a block partly on the cache device and partly on the backing device,
@@ -33,7 +34,8 @@
  * ordered workqueue writes sealed segments to the cache device in id order
  * and completes flush/FUA bios (flush_wq, group commit), a kthread writes
  * segments back to the backing device, and a kthread runs the periodic jobs
- * (superblock record, data sync).
+ * (superblock record, data sync). Read-cache injection (rc_work) runs on
+ * io_wq too.
  *
  * Lifecycle: the constructor only reads (sector 0, to refuse a foreign
  * device) and allocates. The first preresume formats or replays and starts
@@ -65,12 +67,21 @@
 #define WB_STATLEN		16
 #define WB_ALL_DIRTY		0xffU
 
-/* One cache block of one segment slot. */
+/*
+ * One cache block of one segment slot. Linked in wb->htable while it is the
+ * newest copy of its block: dirty (not yet on the backing device), or clean
+ * (written back, or a read-cache copy) and served from the cache device
+ * until its slot is reused or a write replaces it.
+ */
 struct wb_metablock {
-	/* Linked in wb->htable while this is the newest dirty copy of its block. */
 	struct hlist_node ht_node;
 	sector_t sector;	/* backing sector of the 4 KiB block */
-	u8 dirty_bits;		/* as written in the log */
+	/*
+	 * Sectors the copy holds. In the log: data_bits while dirty, 0 for a
+	 * clean copy (a read-cache block, whose data_bits are all set).
+	 */
+	u8 data_bits;
+	bool dirty;		/* under lock */
 	/*
 	 * Superseded during replay: its data is on the backing device or
 	 * obsolete, so writeback skips it. An entry superseded at run time
@@ -113,10 +124,33 @@ struct wb_wb_entry {
 	sector_t sector;
 	u32 batch_idx;		/* which segment of the batch */
 	u8 idx;			/* block within the segment */
-	u8 dirty_bits;
+	u8 data_bits;
 };
 
-enum wb_remap { WB_REMAP_NONE, WB_REMAP_BACKING, WB_REMAP_CACHE };
+/*
+ * A full 4 KiB read miss staged for the read cache: its data is copied
+ * when the read ends, and the cell is injected into the log as a clean
+ * block once every cell of the generation is used (as dm-writeboost does).
+ */
+struct wb_rc_cell {
+	struct hlist_node node;	/* in wb->rc_hash while staged */
+	sector_t sector;
+	bool cancelled;		/* under lock: a write, or part of a sequential run */
+	bool failed;		/* set before its read counts as ended */
+};
+
+struct wb_rc_key {
+	sector_t sector;
+	u32 idx;
+};
+
+enum wb_remap {
+	WB_REMAP_NONE,
+	WB_REMAP_BACKING,
+	WB_REMAP_CACHE,
+	WB_REMAP_READ_CACHE,	/* to the backing device, data kept in a cell */
+	WB_REMAP_WRITE_AROUND,	/* a write (or flush) to the backing device */
+};
 
 /*
  * Every bio the target builds itself comes from its own bio_set, with the
@@ -130,11 +164,14 @@ struct wb_bio {
 struct wb_per_bio {
 	enum wb_remap remap;	/* sent to a device as is */
 	sector_t sector;	/* where, for the cause of an error */
+	const char *op;		/* what, for the cause of an error */
 	struct wb_segment *seg;	/* WB_REMAP_CACHE: pinned (nr_dev_readers) */
 	u64 commit_id;		/* flush/FUA: completes once this id is durable */
+	struct bvec_iter iter;	/* WB_REMAP_READ_CACHE: the data, at map time */
+	u32 cell;		/* WB_REMAP_READ_CACHE */
 };
 
-/* Tunables; the ctr_given mask says which keys the table line named. */
+/* Tunables, in dm-writeboost's order of its optional arguments. */
 enum wb_tunable {
 	WB_T_WRITEBACK_THRESHOLD,
 	WB_T_NR_MAX_BATCHED_WRITEBACK,
@@ -142,6 +179,7 @@ enum wb_tunable {
 	WB_T_SYNC_DATA_INTERVAL,
 	WB_T_READ_CACHE_THRESHOLD,
 	WB_T_WRITE_AROUND_MODE,
+	WB_T_NR_READ_CACHE_CELLS,
 	WB_T_NR,
 };
 
@@ -173,7 +211,7 @@ struct wb_device {
 	u64 last_flushed_id;		/* highest id written to the cache device */
 	u64 last_durable_id;		/* highest id flushed (or FUA) there */
 	u64 last_writeback_id;		/* highest id on the backing device */
-	u64 nr_dirty;			/* newest dirty copies not written back */
+	u64 nr_dirty;			/* hashed copies that are dirty */
 	void *rambuf[WB_NR_RAMBUF];
 	unsigned int nr_free_rambuf;
 	void *free_rambuf[WB_NR_RAMBUF];
@@ -199,17 +237,44 @@ struct wb_device {
 
 	/* Writeback daemon */
 	struct task_struct *wb_task;
+	struct mutex wb_batch_lock;	/* one writeback batch at a time */
 	wait_queue_head_t wb_wait;
 	void *wb_buf[WB_MAX_BATCH];
 	struct wb_wb_entry *wb_entries;
 	atomic_t drop_caches;
+	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
+
+	/*
+	 * Read cache. Cells are reserved from rc_nr_free down to 0, under
+	 * lock; rc_pending counts reserved reads not ended, plus one per cell
+	 * not yet reserved, so it reaches 0 when the generation is complete
+	 * and rc_work injects it.
+	 */
+	struct wb_rc_cell *rc_cells;
+	void *rc_data;			/* 4 KiB per cell */
+	struct wb_rc_key *rc_sorted;	/* rc_work only: cells by sector */
+	struct hlist_head *rc_hash;
+	unsigned int rc_hash_bits;
+	u32 rc_nr;			/* nr_read_cache_cells */
+	u32 rc_nr_free;
+	atomic_t rc_pending;
+	sector_t rc_last_sector;	/* the sequential run being read */
+	u32 rc_seqcount;
+	bool rc_over_threshold;
+	struct work_struct rc_work;
+	/* Write-around writes not ended: read misses are not staged meanwhile. */
+	atomic_t nr_wa_inflight;
 
 	/* Periodic daemon: superblock record and data sync */
 	struct task_struct *periodic_task;
 
 	/* Tunables */
 	unsigned int tunable[WB_T_NR];
-	unsigned int ctr_given;		/* bit per enum wb_tunable */
+	/* The keys the table line gave, in its order, for STATUSTYPE_TABLE. */
+	u8 ctr_keys[WB_T_NR];
+	unsigned int nr_ctr_keys;
+	bool ctr_count_given;		/* "<#optargs>" present, maybe 0 */
+	bool write_around;		/* write_around_mode 1 */
 
 	/* Statistics */
 	atomic64_t stat[WB_STATLEN];
@@ -233,6 +298,7 @@ void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
 struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
 void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);
+void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb);
 void wb_seal(struct wb_device *wb);
 void wb_commit(struct wb_device *wb);
 void wb_flush_work(struct work_struct *work);
@@ -253,6 +319,7 @@ void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
 int wb_aio_wait(struct wb_aio *aio);
 
 /* dm-wbkit-daemon.c */
+void wb_writeback_batch(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);

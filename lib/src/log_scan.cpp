@@ -344,7 +344,7 @@ private:
 	Batch* next_batch(std::uint64_t& cursor, Device::DataRange& data, std::deque<Batch>& batches) const
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
-		const std::uint64_t batch = options_.verify_checksums ? 64 : 1024;
+		const std::uint64_t batch = batch_slots();
 		while (cursor < nr) {
 			const std::uint64_t offset = scan_.geometry.slot_offset(cursor);
 			if (offset >= data.end)
@@ -366,6 +366,8 @@ private:
 		}
 		return nullptr;
 	}
+
+	std::uint64_t batch_slots() const { return options_.verify_checksums ? 64 : 1024; }
 
 	// Called by the reader threads after each slot; the callback runs under
 	// a lock, so it need not be thread-safe.
@@ -390,6 +392,9 @@ private:
 		unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
 		if (!options_.verify_checksums)
 			threads = 4;
+		// No more threads than batches: a small cache is read by the calling thread alone.
+		threads = unsigned(std::min<std::uint64_t>(threads, (nr + batch_slots() - 1) / batch_slots()));
+		threads = std::max(threads, 1u);
 		std::deque<Batch> batches; // grows at the back only: references stay valid
 		std::mutex dispatch_lock;
 		std::uint64_t cursor = 0;

@@ -45,6 +45,27 @@ bool RecoveryReport::data_left_behind() const
 
 namespace {
 
+// Where a dry run's writes go: it takes every write and keeps nothing, so the
+// dry run reads and decides exactly what a real run does, up to the writes.
+class DiscardingDevice final : public Device {
+public:
+	DiscardingDevice(std::string path, std::uint64_t size) : path_(std::move(path)), size_(size) {}
+
+	const std::string& path() const noexcept override { return path_; }
+	std::uint64_t size_bytes() const noexcept override { return size_; }
+	bool is_block_device() const noexcept override { return false; }
+	DeviceIdentity identity() const noexcept override { return {}; }
+	// Alignment 1, as the real destinations (opened buffered): the replay
+	// never reads a destination back to widen a write, so this is not reached.
+	int read_at(std::uint64_t, std::span<std::byte>) noexcept override { return EIO; }
+	int write_at(std::uint64_t, std::span<const std::byte>) noexcept override { return 0; }
+	int flush() noexcept override { return 0; }
+
+private:
+	std::string path_;
+	std::uint64_t size_;
+};
+
 // One non-empty slot as far as it could be read.
 struct SlotRead {
 	std::uint64_t slot = 0;
@@ -61,17 +82,27 @@ public:
 		: cache_(cache), backing_(backing), output_(output), options_(options),
 		  reader_(cache, options.retries)
 	{
+		const bool has_output = output_ != nullptr || (options_.dry_run && !options_.output_path.empty());
+		if (options_.dry_run) {
+			sink_.emplace(has_output ? (output_ ? output_->path() : options_.output_path) : backing_.path(),
+				      backing_.size_bytes());
+			destination_ = &*sink_;
+		} else {
+			destination_ = output_ ? output_ : &backing_;
+		}
+		copy_to_ = has_output ? destination_ : nullptr;
 	}
 
 	RecoveryReport run()
 	{
 		report_.salvage = options_.salvage;
+		report_.dry_run = options_.dry_run;
 		report_.cache.path = cache_.path();
 		report_.cache.size_bytes = cache_.size_bytes();
 		report_.backing.path = backing_.path();
 		report_.backing.size_bytes = backing_.size_bytes();
-		if (output_)
-			report_.output = output_->path();
+		if (copy_to_)
+			report_.output = copy_to_->path();
 
 		check_distinct(cache_, "the cache", backing_, "the backing device");
 		if (output_) {
@@ -97,7 +128,6 @@ public:
 		std::shared_ptr<const LogScan> policy = options_.salvage ? salvage_log() : kernel_;
 		account_slots(*policy);
 
-		destination_ = output_ ? output_ : &backing_;
 		check_backing();
 		rescue_clean_copies(*policy);
 		replay(*policy);
@@ -417,19 +447,20 @@ private:
 
 	// Reads the whole backing device (copying it to the output if there is
 	// one), so unreadable sectors are known before the cache's data goes on.
+	// A dry run reads it all the same: its unreadable sectors decide what is lost.
 	void check_backing()
 	{
 		const std::uint64_t size = backing_.size_bytes();
 		const std::uint64_t chunk = std::min<std::uint64_t>(4ULL << 20, (size + block_size - 1) / block_size * block_size);
 		AlignedBuffer buffer(chunk);
-		const std::string_view phase = output_ ? "copying backing" : "reading backing";
+		const std::string_view phase = copy_to_ && !options_.dry_run ? "copying backing" : "reading backing";
 		for (std::uint64_t offset = 0; offset < size; offset += chunk) {
 			auto part = buffer.span().first(std::min(chunk, size - offset));
 			read_tolerant(backing_, offset, part, options_.retries, [&](std::uint64_t at, std::uint64_t length) {
 				report_.backing.unreadable.add(at / sector_size, (length + sector_size - 1) / sector_size);
 			});
-			if (output_)
-				write_tolerant(*output_, offset, part, options_.retries, [&](std::uint64_t at, std::uint64_t length) {
+			if (copy_to_)
+				write_tolerant(*copy_to_, offset, part, options_.retries, [&](std::uint64_t at, std::uint64_t length) {
 					output_failed_.add(at / sector_size, (length + sector_size - 1) / sector_size);
 				});
 			report_.backing.bytes_checked = offset + part.size();
@@ -534,7 +565,9 @@ private:
 	Device& cache_;
 	Device& backing_;
 	Device* output_;
-	Device* destination_ = nullptr;
+	Device* destination_ = nullptr; // where the cache's data goes: the output, the backing device or the sink
+	Device* copy_to_ = nullptr;     // where the backing device is copied first: the output or the sink
+	std::optional<DiscardingDevice> sink_;
 	const RecoverOptions& options_;
 	TolerantReader reader_;
 	std::shared_ptr<LogScan> kernel_;

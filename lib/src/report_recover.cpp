@@ -68,6 +68,7 @@ nlohmann::json recovery_head(const RecoveryReport& r)
 		findings.push_back(finding_json(f));
 	return {
 		{"schema", report_detail::schema_wbrecover},
+		{"dry_run", r.dry_run},
 		{"policy", r.salvage ? "salvage" : "kernel"},
 		{"forced", r.overridden},
 		{"single_point_in_time", r.single_point_in_time},
@@ -130,6 +131,8 @@ void print_recovery(std::ostream& out, const RecoveryReport& r)
 			fmt::print(out, "{:<8} {} ({}): {} unreadable sector(s) in {} range(s)\n", name, d.path,
 				   human_bytes(d.size_bytes), d.unreadable.total_sectors(), d.unreadable.list().size());
 	};
+	if (r.dry_run)
+		out << "dry run: nothing was written; below is what a real run writes and loses\n\n";
 	out << "diagnosis\n";
 	device_line("cache", r.cache);
 	device_line("backing", r.backing);
@@ -149,17 +152,20 @@ void print_recovery(std::ostream& out, const RecoveryReport& r)
 			fmt::print(out, "  slot {} segment {}: {} ({} of {} metablocks used)\n", v.slot, v.id,
 				   segment_reason_name(v.reason),
 				   v.metablocks_used, v.metablocks);
-	if (r.output)
+	if (r.output && r.dry_run)
+		fmt::print(out, "\nwould be written to {} (the backing device is not modified)\n", *r.output);
+	else if (r.output)
 		fmt::print(out, "\nwritten to {} (the backing device was not modified)\n", *r.output);
-	fmt::print(out, "\nrecovered: {} sector(s) from the cache in {} write(s), {} unreadable backing sector(s) "
+	fmt::print(out, "\n{}: {} sector(s) from the cache in {} write(s), {} unreadable backing sector(s) "
 			"restored from clean cache copies\n",
-		   r.sectors_from_cache, r.extents, r.sectors_rescued_clean);
+		   r.dry_run ? "would recover" : "recovered", r.sectors_from_cache, r.extents, r.sectors_rescued_clean);
 	for (const std::string& note : r.notes)
 		fmt::print(out, "  {}\n", note);
+	const std::string_view lost = r.dry_run ? "would lose" : "lost";
 	if (r.lost.empty()) {
-		out << "lost: nothing\n";
+		fmt::print(out, "{}: nothing\n", lost);
 	} else {
-		fmt::print(out, "lost: {} sector(s) in {} range(s) (backing sectors, 512 bytes each):\n", r.lost_sectors(),
+		fmt::print(out, "{}: {} sector(s) in {} range(s) (backing sectors, 512 bytes each):\n", lost, r.lost_sectors(),
 			   r.lost.size());
 		for (const LostRange& l : r.lost)
 			fmt::print(out, "  sectors {}..{} ({} sector(s)): {}\n", l.sector, l.sector + l.sectors - 1, l.sectors,

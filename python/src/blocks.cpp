@@ -49,12 +49,19 @@ void bind_block_views(py::module_& m)
 {
 	py::class_<Block>(m, "Block",
 			  "Where the newest copy of one backing sector lives, and its 512 bytes. What wbdump --block shows.")
-		.def_property_readonly("backing_sector", [](const Block& b) { return b.detail.backing_sector; })
+		.def_property_readonly(
+			"backing_sector", [](const Block& b) { return b.detail.backing_sector; },
+			"The backing sector asked about.")
 		.def_property_readonly(
 			"in_cache", [](const Block& b) { return b.source.has_value(); },
 			"The log holds the newest copy; else the backing device holds the sector.")
-		.def_property_readonly("segment_id", [](const Block& b) { return b.source ? py::object(py::int_(b.detail.segment_id)) : py::object(py::none()); })
-		.def_property_readonly("slot", [](const Block& b) { return b.source ? py::object(py::int_(b.detail.slot)) : py::object(py::none()); })
+		.def_property_readonly(
+			"segment_id",
+			[](const Block& b) { return b.source ? py::object(py::int_(b.detail.segment_id)) : py::object(py::none()); },
+			"Id of the segment holding the newest copy, or None.")
+		.def_property_readonly(
+			"slot", [](const Block& b) { return b.source ? py::object(py::int_(b.detail.slot)) : py::object(py::none()); },
+			"Slot of the segment holding the newest copy, or None.")
 		.def_property_readonly(
 			"block_index",
 			[](const Block& b) { return b.source ? py::object(py::int_(b.source->metablock)) : py::object(py::none()); },
@@ -76,11 +83,13 @@ void bind_block_views(py::module_& m)
 			"data", [](const Block& b) { return bytes_or_none(b.data); },
 			"The sector's 512 bytes: the cache copy, or the backing device's when the cache holds "
 			"none and a backing device was given. None when it could not be read.")
-		.def_property_readonly("error",
-				       [](const Block& b) -> py::object {
-					       const std::string& e = b.detail.error.empty() ? b.backing_error : b.detail.error;
-					       return e.empty() ? py::object(py::none()) : py::object(py::str(e));
-				       })
+		.def_property_readonly(
+			"error",
+			[](const Block& b) -> py::object {
+				const std::string& e = b.detail.error.empty() ? b.backing_error : b.detail.error;
+				return e.empty() ? py::object(py::none()) : py::object(py::str(e));
+			},
+			"Why data could not be read, or None.")
 		.def(
 			"to_json",
 			[](const Block& b) {

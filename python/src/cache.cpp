@@ -42,19 +42,33 @@ void bind_cache(py::module_& m)
 	bind_block_views(m);
 
 	py::class_<Cache>(m, "Cache",
-			  "A cache device (or image) opened read-only. A context manager: leaving the block closes it. "
-			  "Made by wbkit.open().")
-		.def_property_readonly("path", [](const Cache& c) { return c.state->path; })
-		.def_property_readonly("backing_path", [](const Cache& c) {
-			return c.state->backing_path.empty() ? py::object(py::none()) : py::object(py::str(c.state->backing_path));
-		})
-		.def_property_readonly("closed", [](const Cache& c) { return !c.state->cache; })
+			  "A cache device (or image) opened read-only. Made by wbkit.open().\n\n"
+			  "A context manager: leaving the with block closes it. scan() walks the log as the kernel "
+			  "does (a LogScan); slot(), segment() and segments() read single segments; block() finds the "
+			  "newest copy of a backing sector; metablocks() iterates over the log's metablocks; "
+			  "replay_plan() gives the writes a replay would make. Nothing is ever written.")
+		.def_property_readonly(
+			"path", [](const Cache& c) { return c.state->path; }, "Path of the cache device or image, as given to open().")
+		.def_property_readonly(
+			"backing_path",
+			[](const Cache& c) {
+				return c.state->backing_path.empty() ? py::object(py::none()) : py::object(py::str(c.state->backing_path));
+			},
+			"Path of the backing device as given to open(), or None when none was given.")
+		.def_property_readonly(
+			"closed", [](const Cache& c) { return !c.state->cache; },
+			"True once close() was called or the with block was left.")
 		.def_property_readonly(
 			"size", [](const Cache& c) { return c.state->geometry.cache_bytes; }, "Size of the cache device in bytes.")
-		.def_property_readonly("backing_size", [](const Cache& c) {
-			return c.state->backing ? py::object(py::int_(c.state->backing->size_bytes())) : py::object(py::none());
-		})
-		.def_property_readonly("geometry", [](const Cache& c) { return c.state->geometry; })
+		.def_property_readonly(
+			"backing_size",
+			[](const Cache& c) {
+				return c.state->backing ? py::object(py::int_(c.state->backing->size_bytes())) : py::object(py::none());
+			},
+			"Size of the backing device in bytes, or None when none was given.")
+		.def_property_readonly(
+			"geometry", [](const Cache& c) { return c.state->geometry; },
+			"The Geometry of a cache of this size: how many slots, where each one lies.")
 		.def_property_readonly(
 			"superblock", [](const Cache& c) {
 				auto device = c.state->device();

@@ -42,7 +42,7 @@ void bind_crc32c(py::module_& m)
 		">>> hex(wbkit.crc32c(b'123456789'))\n'0xe3069283'");
 
 	py::class_<Crc32c>(m, "Crc32c", "Incremental CRC-32C: update() with pieces, then finish().")
-		.def(py::init<>())
+		.def(py::init<>(), "An empty checksum: finish() now gives the CRC-32C of no bytes.")
 		.def(
 			"update",
 			[](Crc32c& self, const py::buffer& data) {

@@ -48,10 +48,14 @@ void bind_findings(py::module_& m)
 					codes);
 
 	py::class_<FindingInfo>(m, "FindingInfo", "One row of the table of finding codes.")
-		.def_readonly("code", &FindingInfo::code)
-		.def_property_readonly("name", [](const FindingInfo& i) { return std::string(i.name); })
-		.def_readonly("severity", &FindingInfo::severity)
-		.def_property_readonly("summary", [](const FindingInfo& i) { return std::string(i.summary); })
+		.def_readonly("code", &FindingInfo::code, "A FindingCode.")
+		.def_property_readonly(
+			"name", [](const FindingInfo& i) { return std::string(i.name); },
+			"The code's stable kebab-case name, as wbdump --json prints it.")
+		.def_readonly("severity", &FindingInfo::severity, "The Severity every finding of this code has.")
+		.def_property_readonly(
+			"summary", [](const FindingInfo& i) { return std::string(i.summary); },
+			"What the code means, in one sentence.")
 		.def("__repr__", [](const FindingInfo& i) {
 			return fmt::format("FindingInfo(name='{}', severity={}, summary='{}')", i.name, severity_name(i.severity),
 					   i.summary);
@@ -70,13 +74,19 @@ void bind_findings(py::module_& m)
 		"The table row of one finding code.");
 
 	py::class_<Place>(m, "Place", "Where a finding lies. Members that do not apply are None.")
-		.def_property_readonly("slot", [](const Place& p) { return opt_object(p.slot); })
-		.def_property_readonly("segment_id", [](const Place& p) { return opt_object(p.segment_id); })
-		.def_property_readonly("metablock", [](const Place& p) { return opt_object(p.metablock); })
-		.def_property_readonly("backing_sector", [](const Place& p) { return opt_object(p.backing_sector); })
+		.def_property_readonly(
+			"slot", [](const Place& p) { return opt_object(p.slot); }, "Slot on the cache device (0-based), or None.")
+		.def_property_readonly(
+			"segment_id", [](const Place& p) { return opt_object(p.segment_id); }, "Segment id, or None.")
+		.def_property_readonly(
+			"metablock", [](const Place& p) { return opt_object(p.metablock); },
+			"Index of the metablock within its segment (0..126), or None.")
+		.def_property_readonly(
+			"backing_sector", [](const Place& p) { return opt_object(p.backing_sector); },
+			"Sector (512 bytes) on the backing device, or None.")
 		.def_property_readonly(
 			"cache_offset", [](const Place& p) { return opt_object(p.cache_offset); },
-			"Byte offset on the cache device.")
+			"Byte offset on the cache device, or None.")
 		.def("__repr__", &place_repr);
 
 	py::class_<Finding>(m, "Finding", "Damage or an oddity found on the cache: code, severity, place, message.")

@@ -40,20 +40,20 @@ void bind_format(py::module_& m)
 	m.attr("MAGIC") = superblock_magic;
 	m.attr("SB_RECORD_OFFSET") = std::uint64_t(WB_SB_RECORD_OFFSET);
 
-	py::class_<Geometry>(m, "Geometry", "Where things lie on a cache device of a given size (docs/FORMAT.md, Geometry).")
+	py::class_<Geometry> geometry(m, "Geometry",
+				      "Where things lie on a cache device of a given size (docs/FORMAT.md, Geometry).\n\n"
+				      "The constants of the format are class attributes: blocks_per_segment (data blocks "
+				      "of 4 KiB per segment: 127), segment_bytes (512 KiB), block_bytes (4 KiB).");
+	// Plain class attributes: constants need no property (and Python 3.11 drops a static property's doc).
+	geometry.attr("blocks_per_segment") = blocks_per_segment;
+	geometry.attr("segment_bytes") = segment_size;
+	geometry.attr("block_bytes") = block_size;
+	geometry
 		.def_static(
 			"for_cache_bytes", [](const py::int_& bytes) { return Geometry::for_cache_bytes(to_u64(bytes, "cache_bytes")); },
 			py::arg("cache_bytes"), "The geometry of a cache device of this many bytes.")
 		.def_readonly("cache_bytes", &Geometry::cache_bytes, "Size of the cache device in bytes.")
 		.def_readonly("nr_segments", &Geometry::nr_segments, "Number of segment slots; 0 if the cache is too small.")
-		.def_property_readonly_static(
-			"blocks_per_segment", [](py::object) { return blocks_per_segment; },
-			"Data blocks (4 KiB) per segment: 127.")
-		.def_property_readonly_static(
-			"segment_bytes", [](py::object) { return segment_size; },
-			"Bytes per segment: 512 KiB.")
-		.def_property_readonly_static(
-			"block_bytes", [](py::object) { return block_size; }, "Bytes per cache block: 4 KiB.")
 		.def(
 			"slot_offset",
 			[](const Geometry& g, const py::int_& slot) { return g.slot_offset(g.checked_slot(to_u64(slot, "slot"))); },
@@ -91,8 +91,10 @@ void bind_format(py::module_& m)
 		.def_readonly("id", &SegmentHeader::id, "Segment id; 0 if never written.")
 		.def_readonly("checksum", &SegmentHeader::checksum, "The stored checksum.")
 		.def_readonly("length", &SegmentHeader::length, "Number of metablocks and data blocks as stored (may exceed 127).")
-		.def_readonly("header_padding_nonzero", &SegmentHeader::header_padding_nonzero)
-		.def_readonly("unused_metablocks_nonzero", &SegmentHeader::unused_metablocks_nonzero)
+		.def_readonly("header_padding_nonzero", &SegmentHeader::header_padding_nonzero,
+			      "Bytes 13..511 of the header sector are not zero (finding header-padding-nonzero).")
+		.def_readonly("unused_metablocks_nonzero", &SegmentHeader::unused_metablocks_nonzero,
+			      "The metablock area past length is not zero (finding unused-metablock-nonzero).")
 		.def_property_readonly("length_valid", &SegmentHeader::length_valid, "length <= 127.")
 		.def_property_readonly("usable_length", &SegmentHeader::usable_length, "min(length, 127).")
 		.def_property_readonly("written_bytes", &SegmentHeader::written_bytes,
@@ -111,8 +113,9 @@ void bind_format(py::module_& m)
 		});
 
 	py::class_<SuperblockHeader>(m, "SuperblockHeader", "The parsed sector 0 of a cache device.")
-		.def_readonly("magic", &SuperblockHeader::magic)
-		.def_readonly("magic_ok", &SuperblockHeader::magic_ok)
+		.def_readonly("magic", &SuperblockHeader::magic, "The first 4 bytes of sector 0, little-endian (MAGIC when formatted).")
+		.def_readonly("magic_ok", &SuperblockHeader::magic_ok,
+			      "magic == MAGIC ('WBst'); without it the target would format the cache.")
 		.def_readonly("rest_nonzero", &SuperblockHeader::rest_nonzero, "Sector 0 holds non-zero bytes after the magic.")
 		.def("__repr__", [](const SuperblockHeader& sb) {
 			return fmt::format("SuperblockHeader(magic=0x{:08x}, magic_ok={}, rest_nonzero={})", sb.magic,

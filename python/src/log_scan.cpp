@@ -73,7 +73,10 @@ void bind_view(py::module_& m, const char* doc)
 {
 	using V = View<Tag>;
 	using I = ViewIterator<Tag>;
-	py::class_<I>(m, (std::string(Tag::name) + "Iterator").c_str())
+	py::class_<I>(m, (std::string(Tag::name) + "Iterator").c_str(),
+		      (std::string("Iterator over a ") + Tag::name + ", made by iter(); yields one " + Tag::what +
+		       " at a time.")
+			      .c_str())
 		.def("__iter__", [](I& it) -> I& { return it; })
 		.def("__next__",
 		     [](I& it) {
@@ -132,7 +135,9 @@ void bind_log_scan(py::module_& m)
 
 	py::class_<SuperblockInfo>(m, "Superblock", "The superblock: magic in sector 0, record in sector 2047.")
 		.def_readonly("readable", &SuperblockInfo::readable, "Sector 0 and sector 2047 could be read.")
-		.def_property_readonly("magic", [](const SuperblockInfo& s) { return s.header.magic; })
+		.def_property_readonly(
+			"magic", [](const SuperblockInfo& s) { return s.header.magic; },
+			"The first 4 bytes of sector 0, little-endian (MAGIC when formatted).")
 		.def_property_readonly(
 			"magic_ok", [](const SuperblockInfo& s) { return s.header.magic_ok; },
 			"The magic is 'WBst'; without it the target would format the cache.")
@@ -147,10 +152,14 @@ void bind_log_scan(py::module_& m)
 		});
 
 	py::class_<SlotEntry>(m, "SlotInfo", "What the scan recorded about one slot (headers and checksum only).")
-		.def_readonly("slot", &SlotEntry::slot)
-		.def_property_readonly("id", [](const SlotEntry& e) { return e.info.id; })
-		.def_property_readonly("length", [](const SlotEntry& e) { return e.info.length; })
-		.def_property_readonly("stored_checksum", [](const SlotEntry& e) { return e.info.stored_checksum; })
+		.def_readonly("slot", &SlotEntry::slot, "The slot (0-based).")
+		.def_property_readonly(
+			"id", [](const SlotEntry& e) { return e.info.id; }, "Segment id in the header; 0: never written or unreadable.")
+		.def_property_readonly(
+			"length", [](const SlotEntry& e) { return e.info.length; }, "Number of metablocks as the header stores it.")
+		.def_property_readonly(
+			"stored_checksum", [](const SlotEntry& e) { return e.info.stored_checksum; },
+			"The checksum the header stores.")
 		.def_property_readonly(
 			"computed_checksum",
 			[](const SlotEntry& e) -> py::object {
@@ -166,7 +175,9 @@ void bind_log_scan(py::module_& m)
 			"The checksum the scan computed, or None where it computed none.")
 		.def_property_readonly(
 			"state", [](const SlotEntry& e) { return e.info.state; }, "A SlotState.")
-		.def_property_readonly("checksum_ok", [](const SlotEntry& e) { return e.info.state == SlotState::valid; })
+		.def_property_readonly(
+			"checksum_ok", [](const SlotEntry& e) { return e.info.state == SlotState::valid; },
+			"The segment is valid: its checksum was computed and matches (state is SlotState.VALID).")
 		.def_property_readonly(
 			"in_log", [](const SlotEntry& e) { return e.info.in_log; },
 			"The replay walk applied this segment.")
@@ -177,9 +188,9 @@ void bind_log_scan(py::module_& m)
 		});
 
 	py::class_<LogSegment>(m, "LogSegment", "A segment the replay walk applied.")
-		.def_readonly("slot", &LogSegment::slot)
-		.def_readonly("id", &LogSegment::id)
-		.def_readonly("length", &LogSegment::length)
+		.def_readonly("slot", &LogSegment::slot, "The slot it lies in.")
+		.def_readonly("id", &LogSegment::id, "Segment id.")
+		.def_readonly("length", &LogSegment::length, "Number of metablocks (data blocks).")
 		.def_readonly("written_back", &LogSegment::written_back, "id <= last_writeback_id: already on the backing device.")
 		.def("__repr__", [](const LogSegment& s) {
 			return fmt::format("LogSegment(slot={}, id={}, length={}, written_back={})", s.slot, s.id, s.length,
@@ -207,10 +218,11 @@ void bind_log_scan(py::module_& m)
 		.def_property_readonly(
 			"log_index", [](const IndexEntry& e) { return e.source.log_index; },
 			"Position of the segment in LogScan.log.")
-		.def_readonly("segment_id", &IndexEntry::segment_id)
-		.def_readonly("slot", &IndexEntry::slot)
+		.def_readonly("segment_id", &IndexEntry::segment_id, "Id of the segment holding the copy.")
+		.def_readonly("slot", &IndexEntry::slot, "Slot of the segment holding the copy.")
 		.def_readonly("cache_offset", &IndexEntry::cache_offset, "Byte offset of the data block on the cache device.")
-		.def_readonly("written_back", &IndexEntry::written_back)
+		.def_readonly("written_back", &IndexEntry::written_back,
+			      "The segment's id <= last_writeback_id: the copy is already on the backing device.")
 		.def("__repr__", [](const IndexEntry& e) {
 			return fmt::format("SectorSource(block_sector={}, segment_id={}, metablock={}, sectors=0x{:02x}, "
 					   "dirty=0x{:02x})",
@@ -228,13 +240,17 @@ void bind_log_scan(py::module_& m)
 	py::class_<ScanRef>(m, "LogScan",
 			    "The replay walk over a cache, as the kernel target does it on construction, and what it "
 			    "found. Made by Cache.scan().")
-		.def_property_readonly("cache_path", [](const ScanRef& r) { return r.cache_path; })
-		.def_property_readonly("geometry", [=](const ScanRef& r) { return scan_of(r).geometry; })
-		.def_property_readonly("superblock",
-				       [=](const ScanRef& r) {
-					       const LogScan& s = scan_of(r);
-					       return SuperblockInfo{s.superblock_readable, s.superblock, s.sb_record};
-				       })
+		.def_property_readonly(
+			"cache_path", [](const ScanRef& r) { return r.cache_path; }, "Path of the cache that was scanned.")
+		.def_property_readonly(
+			"geometry", [=](const ScanRef& r) { return scan_of(r).geometry; }, "The cache's Geometry.")
+		.def_property_readonly(
+			"superblock",
+			[=](const ScanRef& r) {
+				const LogScan& s = scan_of(r);
+				return SuperblockInfo{s.superblock_readable, s.superblock, s.sb_record};
+			},
+			"The Superblock as the scan read it.")
 		.def_property_readonly(
 			"verified", [=](const ScanRef& r) { return scan_of(r).verified; },
 			"Checksums were verified; False for a headers-only scan.")
@@ -247,8 +263,13 @@ void bind_log_scan(py::module_& m)
 		.def_property_readonly(
 			"newest_id", [=](const ScanRef& r) { return scan_of(r).last_flushed_id; },
 			"Id of the last segment the replay applies (= last_flushed_id).")
-		.def_property_readonly("last_flushed_id", [=](const ScanRef& r) { return scan_of(r).last_flushed_id; })
-		.def_property_readonly("last_writeback_id", [=](const ScanRef& r) { return scan_of(r).last_writeback_id; })
+		.def_property_readonly(
+			"last_flushed_id", [=](const ScanRef& r) { return scan_of(r).last_flushed_id; },
+			"Id of the newest segment the replay applies, 0 if none: the target resumes after it.")
+		.def_property_readonly(
+			"last_writeback_id", [=](const ScanRef& r) { return scan_of(r).last_writeback_id; },
+			"Segments up to this id are on the backing device already: the superblock record (capped at "
+			"last_flushed_id), or one lap of the ring behind last_flushed_id when that is larger.")
 		.def_property_readonly(
 			"stop_reason", [=](const ScanRef& r) { return scan_of(r).stop_reason; },
 			"A StopReason: why the replay walk ended.")
@@ -265,8 +286,12 @@ void bind_log_scan(py::module_& m)
 		.def_property_readonly(
 			"discarded_segments", [=](const ScanRef& r) { return scan_of(r).discarded_segments; },
 			"Good segments after the stop point, which the kernel discards.")
-		.def_property_readonly("dirty_blocks", [=](const ScanRef& r) { return scan_of(r).dirty_blocks; })
-		.def_property_readonly("dirty_sectors", [=](const ScanRef& r) { return scan_of(r).dirty_sectors; })
+		.def_property_readonly(
+			"dirty_blocks", [=](const ScanRef& r) { return scan_of(r).dirty_blocks; },
+			"4 KiB backing blocks with at least one sector a replay writes.")
+		.def_property_readonly(
+			"dirty_sectors", [=](const ScanRef& r) { return scan_of(r).dirty_sectors; },
+			"Backing sectors whose newest copy is dirty and not yet written back: what a replay writes.")
 		.def_property_readonly(
 			"writeback_bytes", [=](const ScanRef& r) { return scan_of(r).writeback_bytes(); },
 			"Bytes a replay writes to the backing device.")
@@ -276,10 +301,17 @@ void bind_log_scan(py::module_& m)
 		.def_property_readonly(
 			"damage", [=](const ScanRef& r) { return has_damage(scan_of(r).findings); },
 			"Some finding is a warning or an error (wbdump would exit 1).")
-		.def_property_readonly("findings", [](const ScanRef& r) { return View<FindingsTag>{r.scan}; })
-		.def_property_readonly("slots", [](const ScanRef& r) { return View<SlotsTag>{r.scan}; })
-		.def_property_readonly("log", [](const ScanRef& r) { return View<LogTag>{r.scan}; })
-		.def_property_readonly("index", [](const ScanRef& r) { return View<IndexTag>{r.scan}; })
+		.def_property_readonly(
+			"findings", [](const ScanRef& r) { return View<FindingsTag>{r.scan}; },
+			"Every Finding, in the order found (a FindingList).")
+		.def_property_readonly(
+			"slots", [](const ScanRef& r) { return View<SlotsTag>{r.scan}; }, "A SlotInfo per slot (a SlotList).")
+		.def_property_readonly(
+			"log", [](const ScanRef& r) { return View<LogTag>{r.scan}; },
+			"The segments the replay applies, oldest first (a LogSegmentList of LogSegment).")
+		.def_property_readonly(
+			"index", [](const ScanRef& r) { return View<IndexTag>{r.scan}; },
+			"The newest copy of every cached sector, by backing sector (a SectorIndex of SectorSource).")
 		.def(
 			"find_sector",
 			[=](const ScanRef& r, const py::int_& sector) -> py::object {

@@ -48,7 +48,8 @@ void bind_log_writer(py::module_& m)
 	py::class_<Writer>(m, "LogWriter",
 			   "Writes a cache image as the target would: formats it, gathers writes into segments, "
 			   "flushes them with their checksums. The image file must exist with its final size. "
-			   "A context manager. For tests and fixtures.")
+			   "A context manager. For tests and fixtures.\n\n"
+			   "LogWriter(cache, backing=None, format=True, merge_partial_overwrites=True)")
 		.def(py::init([](const std::filesystem::path& cache, const std::optional<std::filesystem::path>& backing,
 				 bool format, bool merge_partial_overwrites) {
 			     auto w = std::make_unique<Writer>();
@@ -62,7 +63,13 @@ void bind_log_writer(py::module_& m)
 			     return w;
 		     }),
 		     py::arg("cache"), py::arg("backing") = py::none(), py::arg("format") = true,
-		     py::arg("merge_partial_overwrites") = true)
+		     py::arg("merge_partial_overwrites") = true,
+		     "Open the cache image (and the backing image) for writing. format: zero the superblock "
+		     "region and every slot header, then write the magic. merge_partial_overwrites: a partial "
+		     "write over an older dirty copy takes that copy's other dirty sectors into the new block, "
+		     "as the target does; off, the older entry still decides them. backing: where segments are "
+		     "written back (write_back_through(), and before a slot is reused); without one, wrapping "
+		     "over a segment that still holds dirty data is an error.")
 		.def(
 			"write",
 			[](Writer& w, const py::int_& sector, const py::buffer& data) {
@@ -92,11 +99,16 @@ void bind_log_writer(py::module_& m)
 			"set_superblock_record",
 			[](Writer& w, const py::int_& id) { w.get().set_superblock_record(to_u64(id, "id")); }, py::arg("id"),
 			"Write the superblock record (last_writeback_segment_id).")
-		.def_property_readonly("geometry", [](Writer& w) { return w.get().geometry(); })
+		.def_property_readonly(
+			"geometry", [](Writer& w) { return w.get().geometry(); }, "The Geometry of the cache image.")
 		.def_property_readonly(
 			"open_id", [](Writer& w) { return w.get().open_id(); }, "Id of the segment being gathered.")
-		.def_property_readonly("last_flushed_id", [](Writer& w) { return w.get().last_flushed_id(); })
-		.def_property_readonly("last_writeback_id", [](Writer& w) { return w.get().last_writeback_id(); })
+		.def_property_readonly(
+			"last_flushed_id", [](Writer& w) { return w.get().last_flushed_id(); },
+			"Id of the newest sealed segment, 0 if none.")
+		.def_property_readonly(
+			"last_writeback_id", [](Writer& w) { return w.get().last_writeback_id(); },
+			"Id of the newest segment written back by write_back_through(), 0 if none.")
 		.def("close", &Writer::close, "Close the devices; the open segment is not flushed.")
 		.def("__enter__", [](Writer& w) -> Writer& { return w; })
 		.def("__exit__",

@@ -9,20 +9,30 @@ namespace wbkit::python {
 void bind_metablock_views(py::module_& m)
 {
 	py::class_<LogMetablock>(m, "LogMetablock", "A metablock of the log, in replay order, with its segment.")
-		.def_readonly("segment_id", &LogMetablock::segment_id)
-		.def_readonly("slot", &LogMetablock::slot)
+		.def_readonly("segment_id", &LogMetablock::segment_id, "Id of the segment it belongs to.")
+		.def_readonly("slot", &LogMetablock::slot, "Slot of the segment it belongs to.")
 		.def_readonly("index", &LogMetablock::index, "Position within the segment (= data block index).")
-		.def_property_readonly("sector", [](const LogMetablock& l) { return l.metablock.sector; })
-		.def_property_readonly("dirty_bits", [](const LogMetablock& l) { return l.metablock.dirty_bits; })
-		.def_property_readonly("is_dirty", [](const LogMetablock& l) { return l.metablock.is_dirty(); })
-		.def_property_readonly("padding_nonzero", [](const LogMetablock& l) { return l.metablock.padding_nonzero; })
+		.def_property_readonly(
+			"sector", [](const LogMetablock& l) { return l.metablock.sector; },
+			"Backing-device sector of the 4 KiB block (a multiple of 8 when sane).")
+		.def_property_readonly(
+			"dirty_bits", [](const LogMetablock& l) { return l.metablock.dirty_bits; },
+			"Bit j set: sector + j is dirty in this copy.")
+		.def_property_readonly(
+			"is_dirty", [](const LogMetablock& l) { return l.metablock.is_dirty(); },
+			"Whether any sector of the block is dirty.")
+		.def_property_readonly(
+			"padding_nonzero", [](const LogMetablock& l) { return l.metablock.padding_nonzero; },
+			"The metablock's 7 padding bytes are not zero.")
 		.def_readonly("written_back", &LogMetablock::written_back, "The segment's id <= last_writeback_id.")
 		.def("__repr__", [](const LogMetablock& l) {
 			return fmt::format("LogMetablock(segment_id={}, slot={}, index={}, sector={}, dirty_bits=0x{:02x})",
 					   l.segment_id, l.slot, l.index, l.metablock.sector, l.metablock.dirty_bits);
 		});
 
-	py::class_<MetablockIterator>(m, "MetablockIterator")
+	py::class_<MetablockIterator>(m, "MetablockIterator",
+				      "Iterator over the log's metablocks in replay order, made by Cache.metablocks(): "
+				      "yields LogMetablock, reading one segment header at a time.")
 		.def("__iter__", [](MetablockIterator& it) -> MetablockIterator& { return it; })
 		.def("__next__",
 		     [](MetablockIterator& it) {

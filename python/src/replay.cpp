@@ -40,18 +40,20 @@ py::object make_plan(std::shared_ptr<const LogScan> scan, std::optional<std::uin
 void bind_replay(py::module_& m)
 {
 	py::class_<ReplaySummary>(m, "ReplaySummary", "What a replay would write, in totals.")
-		.def_readonly("segments_in_log", &ReplaySummary::segments_in_log)
+		.def_readonly("segments_in_log", &ReplaySummary::segments_in_log, "Segments the replay walk applies.")
 		.def_readonly("segments_written_back", &ReplaySummary::segments_written_back,
 			      "Segments of the log already on the backing device.")
 		.def_readonly("segments_contributing", &ReplaySummary::segments_contributing,
 			      "Segments that provide at least one sector to the plan.")
-		.def_readonly("dirty_blocks", &ReplaySummary::dirty_blocks)
-		.def_readonly("dirty_sectors", &ReplaySummary::dirty_sectors)
-		.def_readonly("bytes", &ReplaySummary::bytes)
-		.def_readonly("extents", &ReplaySummary::extents)
+		.def_readonly("dirty_blocks", &ReplaySummary::dirty_blocks, "4 KiB backing blocks with a sector to write.")
+		.def_readonly("dirty_sectors", &ReplaySummary::dirty_sectors, "Sectors to write.")
+		.def_readonly("bytes", &ReplaySummary::bytes, "Bytes to write: dirty_sectors * 512.")
+		.def_readonly("extents", &ReplaySummary::extents, "Writes (ReplayExtent) after merging adjacent sectors.")
 		.def_readonly("skipped_sectors", &ReplaySummary::skipped_sectors,
 			      "Dirty sectors past the backing device's end, left out of the plan.")
-		.def_property_readonly("first_skipped_sector", [](const ReplaySummary& s) { return opt_object(s.first_skipped_sector); })
+		.def_property_readonly(
+			"first_skipped_sector", [](const ReplaySummary& s) { return opt_object(s.first_skipped_sector); },
+			"The lowest skipped sector, or None when none was skipped.")
 		.def("__repr__", [](const ReplaySummary& s) {
 			return fmt::format("ReplaySummary(segments_in_log={}, segments_contributing={}, dirty_blocks={}, "
 					   "dirty_sectors={}, bytes={}, extents={}, skipped_sectors={})",
@@ -63,17 +65,17 @@ void bind_replay(py::module_& m)
 				 "Sectors of an extent that lie contiguously on the cache: where to read them.")
 		.def_readonly("cache_offset", &ExtentSource::cache_offset, "Byte offset on the cache device.")
 		.def_readonly("extent_sector", &ExtentSource::extent_sector, "First sector, relative to the extent's start.")
-		.def_readonly("sectors", &ExtentSource::sectors)
-		.def_readonly("segment_id", &ExtentSource::segment_id)
-		.def_readonly("slot", &ExtentSource::slot)
+		.def_readonly("sectors", &ExtentSource::sectors, "Number of sectors.")
+		.def_readonly("segment_id", &ExtentSource::segment_id, "Id of the segment they come from.")
+		.def_readonly("slot", &ExtentSource::slot, "Slot of the segment they come from.")
 		.def("__repr__", [](const ExtentSource& s) {
 			return fmt::format("ExtentSource(cache_offset={}, extent_sector={}, sectors={}, segment_id={}, slot={})",
 					   s.cache_offset, s.extent_sector, s.sectors, s.segment_id, s.slot);
 		});
 
 	py::class_<ReplayExtent>(m, "ReplayExtent", "One write to the backing device, and where its sectors come from.")
-		.def_readonly("backing_sector", &ReplayExtent::backing_sector)
-		.def_readonly("sectors", &ReplayExtent::sectors)
+		.def_readonly("backing_sector", &ReplayExtent::backing_sector, "First sector written on the backing device.")
+		.def_readonly("sectors", &ReplayExtent::sectors, "Number of sectors written.")
 		.def_property_readonly(
 			"backing_offset",
 			// In Python's integers: a wild sector near 2^64 has a byte offset past 2^64, which must not wrap.
@@ -95,11 +97,12 @@ void bind_replay(py::module_& m)
 		});
 
 	py::class_<SegmentUse>(m, "SegmentUse", "Why a non-empty slot's segment does or does not take part in the replay.")
-		.def_readonly("slot", &SegmentUse::slot)
-		.def_readonly("id", &SegmentUse::id)
-		.def_readonly("state", &SegmentUse::state, "A SlotState.")
-		.def_readonly("in_log", &SegmentUse::in_kernel_log)
-		.def_readonly("sectors_replayed", &SegmentUse::sectors_replayed)
+		.def_readonly("slot", &SegmentUse::slot, "The slot.")
+		.def_readonly("id", &SegmentUse::id, "Segment id; 0 when the header could not be read.")
+		.def_readonly("state", &SegmentUse::state, "A SlotState, as the scan saw the slot.")
+		.def_readonly("in_log", &SegmentUse::in_kernel_log, "The kernel's replay applies this segment.")
+		.def_readonly("sectors_replayed", &SegmentUse::sectors_replayed,
+			      "Dirty sectors the plan writes from this segment (newer copies elsewhere win).")
 		.def_property_readonly(
 			"reason", [](const SegmentUse& u) { return std::string(segment_reason_name(u.reason)); },
 			"Stable kebab-case reason, as wbreplay --json prints it.")
@@ -110,7 +113,9 @@ void bind_replay(py::module_& m)
 					   py_bool(u.in_kernel_log), u.sectors_replayed, segment_reason_name(u.reason));
 		});
 
-	py::class_<ExtentIterator>(m, "ExtentIterator")
+	py::class_<ExtentIterator>(m, "ExtentIterator",
+				   "Iterator over a ReplayPlan's writes in destination order (ReplayExtent), each "
+				   "computed as it is reached. Made by ReplayPlan.extents() or iter(plan).")
 		.def("__iter__", [](ExtentIterator& it) -> ExtentIterator& { return it; })
 		.def("__next__", [](ExtentIterator& it) {
 			std::optional<ReplayExtent> extent = it.cursor.next();
@@ -125,7 +130,9 @@ void bind_replay(py::module_& m)
 			 "Extents are computed as they are iterated. Made by Cache.replay_plan().")
 		.def_property_readonly(
 			"summary", [](const Plan& p) { return p.plan->summary(); }, "A ReplaySummary.")
-		.def_property_readonly("max_extent_bytes", [](const Plan& p) { return p.plan->options().max_extent_bytes; })
+		.def_property_readonly(
+			"max_extent_bytes", [](const Plan& p) { return p.plan->options().max_extent_bytes; },
+			"Largest single write, as given to Cache.replay_plan().")
 		.def_property_readonly(
 			"backing_sectors", [](const Plan& p) { return opt_object(p.plan->options().backing_sectors); },
 			"Size of the backing device in sectors, when known.")

@@ -10,21 +10,25 @@ void bind_segment_views(py::module_& m)
 {
 	py::class_<SlotDetail>(m, "Segment",
 			       "One slot read in full: its header, metablocks and checksum. What wbdump --slot shows.")
-		.def_readonly("slot", &SlotDetail::slot)
+		.def_readonly("slot", &SlotDetail::slot, "The slot (0-based).")
 		.def_readonly("cache_offset", &SlotDetail::cache_offset, "Byte offset of the slot on the cache device.")
 		.def_property_readonly(
 			"id", [](const SlotDetail& d) { return d.header.id; }, "Segment id; 0: never written.")
 		.def_property_readonly(
 			"length", [](const SlotDetail& d) { return d.header.length; },
 			"Number of metablocks as stored (more than 127 is damage).")
-		.def_property_readonly("stored_checksum", [](const SlotDetail& d) { return d.header.checksum; })
+		.def_property_readonly(
+			"stored_checksum", [](const SlotDetail& d) { return d.header.checksum; }, "The checksum the header stores.")
 		.def_property_readonly(
 			"computed_checksum", [](const SlotDetail& d) { return opt_object(d.computed_checksum); },
 			"None when the header or data could not be read or length is too large.")
-		.def_property_readonly("checksum_ok", [](const SlotDetail& d) { return d.state == SlotState::valid; })
+		.def_property_readonly(
+			"checksum_ok", [](const SlotDetail& d) { return d.state == SlotState::valid; },
+			"The segment is valid: its checksum was computed and matches (state is SlotState.VALID).")
 		.def_readonly("state", &SlotDetail::state, "A SlotState.")
-		.def_readonly("header_readable", &SlotDetail::header_readable)
-		.def_readonly("data_readable", &SlotDetail::data_readable)
+		.def_readonly("header_readable", &SlotDetail::header_readable, "The 4 KiB header block could be read.")
+		.def_readonly("data_readable", &SlotDetail::data_readable,
+			      "The data blocks the checksum covers could be read.")
 		.def_property_readonly(
 			"error", [](const SlotDetail& d) { return d.error.empty() ? py::object(py::none()) : py::object(py::str(d.error)); },
 			"Why something could not be read, or None.")
@@ -47,7 +51,9 @@ void bind_segment_views(py::module_& m)
 					   d.header.checksum);
 		});
 
-	py::class_<SegmentIterator>(m, "SegmentIterator")
+	py::class_<SegmentIterator>(m, "SegmentIterator",
+				    "Iterator over every slot of a cache in slot order, made by Cache.segments(): reads "
+				    "one Segment at a time.")
 		.def("__iter__", [](SegmentIterator& it) -> SegmentIterator& { return it; })
 		.def("__next__",
 		     [](SegmentIterator& it) {

@@ -173,7 +173,9 @@ public:
 		};
 		std::vector<Applied> log;
 		for (std::uint64_t step = 0; step < nr; ++step) {
-			const std::uint64_t slot = (max_id + step) % nr;
+			// The slot after max_id's, as the kernel finds it: (max_id mod nr) + step,
+			// never max_id + step, which wraps past 2^64 - 1.
+			const std::uint64_t slot = (max_id % nr + step) % nr;
 			const std::uint64_t base = superblock_size + slot * segment_size;
 			const std::uint64_t id = le(base, 8);
 			if (id == 0)

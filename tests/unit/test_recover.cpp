@@ -3,6 +3,8 @@
 // reported lost, and what the report says about every segment.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -449,4 +451,137 @@ TEST(Recover, ReportJsonCarriesTheDocumentedKeys)
 	print_recovery(text, r);
 	EXPECT_NE(text.str().find("cache-copy-unreadable"), std::string::npos);
 	EXPECT_NE(text.str().find("--salvage takes them"), std::string::npos);
+}
+
+namespace {
+
+// A cache with a clean copy of a block nobody wrote, dirty blocks, and a
+// newest segment of its own, plus the faults of both devices that give every
+// kind of loss a dry run can know of.
+struct FaultyPair {
+	explicit FaultyPair(std::uint64_t seed) : d(3, 10, seed)
+	{
+		std::set<std::uint64_t> written;
+		for (const auto& w : d.writes)
+			written.insert(w.sector);
+		auto unwritten = [&](std::uint64_t from) {
+			while (written.count(from))
+				from += 8;
+			written.insert(from);
+			return from;
+		};
+		clean_block = unwritten(8);
+		nowhere = unwritten(clean_block + 8);
+		for (auto& sector : newest_blocks)
+			sector = unwritten(nowhere + 8);
+		auto cache = open_device(d.cache_path, {.writable = true});
+		auto backing = open_device(d.backing_path, {.writable = true});
+		LogWriter writer(*cache, {.backing = backing.get()});
+		for (const auto& w : d.writes)
+			writer.write(w.sector, w.data);
+		writer.flush(); // segment 1, slot 0
+		std::vector<std::byte> block(d.base.begin() + std::ptrdiff_t(clean_block * 512),
+					     d.base.begin() + std::ptrdiff_t(clean_block * 512 + block_size));
+		writer.write_clean(clean_block, block);
+		writer.flush(); // segment 2, slot 1
+		for (std::uint64_t sector : newest_blocks)
+			writer.write(sector, pattern_bytes(block_size, sector));
+		writer.flush(); // segment 3, slot 2
+		dirty_block = d.writes[4].sector;
+	}
+
+	void inject(FaultInjectingDevice& cache, FaultInjectingDevice& backing) const
+	{
+		cache.fail_reads(d.geometry.data_block_offset(2, 1) + 512, 512); // a dirty block of the newest segment
+		backing.fail_reads(dirty_block * 512 + 512, 1024);               // replayed over
+		backing.fail_reads(clean_block * 512, 3 * 512);                  // restored from the clean copy
+		backing.fail_reads(nowhere * 512 + 2048, 512);                   // no copy anywhere
+	}
+
+	BatchedCache d;
+	std::uint64_t clean_block = 0;
+	std::uint64_t nowhere = 0;
+	std::uint64_t dirty_block = 0;
+	std::array<std::uint64_t, 3> newest_blocks{};
+};
+
+} // namespace
+
+TEST(Recover, DryRunReportsWhatARealRunDoesAndWritesNothing)
+{
+	for (bool salvage : {false, true}) {
+		for (bool to_output : {false, true}) {
+			SCOPED_TRACE(std::string(salvage ? "salvage" : "kernel policy") + (to_output ? ", --output" : ", in place"));
+			FaultyPair p(21);
+			const std::string out_path = (p.d.dir.path() / "out.img").string();
+			const auto cache_before = read_all(*open_device(p.d.cache_path));
+			const auto backing_before = read_all(*open_device(p.d.backing_path));
+
+			RecoveryReport dry;
+			{
+				FaultInjectingDevice cache(open_device(p.d.cache_path));
+				FaultInjectingDevice backing(open_device(p.d.backing_path));
+				p.inject(cache, backing);
+				// Any write attempt would show here (and fail, as the devices are read-only).
+				cache.fail_writes(0, cache.size_bytes());
+				backing.fail_writes(0, backing.size_bytes());
+				dry = recover(cache, backing, nullptr,
+					      {.salvage = salvage, .dry_run = true, .output_path = to_output ? out_path : ""});
+				EXPECT_EQ(cache.failed_writes(), 0u);
+				EXPECT_EQ(backing.failed_writes(), 0u);
+			}
+			EXPECT_EQ(first_difference(read_all(*open_device(p.d.cache_path)), cache_before), -1);
+			EXPECT_EQ(first_difference(read_all(*open_device(p.d.backing_path)), backing_before), -1);
+			EXPECT_FALSE(std::filesystem::exists(out_path));
+
+			RecoveryReport real;
+			{
+				FaultInjectingDevice cache(open_device(p.d.cache_path));
+				FaultInjectingDevice backing(open_device(p.d.backing_path, {.writable = !to_output}));
+				p.inject(cache, backing);
+				std::unique_ptr<Device> output;
+				if (to_output)
+					output = open_device(out_path, {.writable = true, .create = true});
+				real = recover(cache, backing, output.get(), {.salvage = salvage});
+			}
+
+			EXPECT_TRUE(dry.dry_run);
+			EXPECT_FALSE(real.dry_run);
+			auto dry_json = nlohmann::json::parse(recovery_json(dry));
+			EXPECT_TRUE(dry_json["dry_run"].get<bool>());
+			dry_json["dry_run"] = false;
+			EXPECT_EQ(dry_json, nlohmann::json::parse(recovery_json(real)));
+			// The comparison covers every kind of finding a dry run can know of.
+			std::set<LossReason> reasons;
+			for (const LostRange& l : real.lost)
+				reasons.insert(l.reason);
+			EXPECT_EQ(reasons, (std::set<LossReason>{LossReason::backing_unreadable, LossReason::cache_copy_unreadable}));
+			EXPECT_EQ(real.sectors_rescued_clean, 3u);
+			EXPECT_GT(real.sectors_from_cache, 0u);
+			EXPECT_EQ(real.output.has_value(), to_output);
+			EXPECT_EQ(real.backing.unreadable.total_sectors(), 6u);
+		}
+	}
+}
+
+TEST(Recover, DryRunRefusesWhatARealRunRefusesAndCannotKnowWriteFailures)
+{
+	BatchedCache c(2, 8, 6);
+	auto cache = open_device(c.cache_path);
+	auto same = open_device(c.cache_path);
+	EXPECT_THROW(recover(*cache, *same, nullptr, {.dry_run = true}), RefusedError);
+	TempDir dir;
+	auto blank = dir.open_rw(dir.make_image("blank.img", superblock_size + 2 * segment_size));
+	auto backing = open_device(c.backing_path);
+	EXPECT_THROW(recover(*blank, *backing, nullptr, {.dry_run = true}), RefusedError);
+
+	// The one difference: a write the destination refuses is known only by writing.
+	const std::string out_path = (c.dir.path() / "out.img").string();
+	const RecoveryReport dry = recover(*cache, *backing, nullptr, {.dry_run = true, .output_path = out_path});
+	EXPECT_TRUE(dry.nothing_lost());
+	FaultInjectingDevice output(open_device(out_path, {.writable = true, .create = true}));
+	output.fail_writes((c.writes[3].sector + 5) * 512, 512);
+	const RecoveryReport real = recover(*cache, *backing, &output, {});
+	ASSERT_EQ(real.lost.size(), 1u);
+	EXPECT_EQ(real.lost[0].reason, LossReason::write_failed);
 }

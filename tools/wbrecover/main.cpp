@@ -1,9 +1,11 @@
 // wbrecover: bring the data of a writeboost cache home when things are bad:
 // a dead target, unreadable sectors on either device, damaged segments.
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <optional>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "progress.hpp"
@@ -38,6 +40,13 @@ That is the way out when the backing device is the one failing. DEST is
 created if it does not exist; a block device must be at least as large as
 the backing device.
 
+A dry run (--dry-run) does all of it but the writes: the diagnosis, the plan,
+every read of both devices and of the cache's data, and reports what a real
+run would recover and lose (with "dry_run": true in the JSON). No device is
+opened for writing and no output file is created; --report FILE is still
+written (it is the plan). Writes that a destination would refuse
+(write-failed) show only in a real run.
+
 Unreadable backing sectors for which the cache holds a clean copy are
 restored from it. Everything that could not be saved is listed as backing
 sector ranges (512-byte sectors), with the reason, so it can be mapped to
@@ -50,9 +59,9 @@ loop device and its file, stacked devices), a device in use (O_EXCL), a cache sm
 without the writeboost magic or whose log names blocks past the backing
 device's end (--force goes on for these two).
 
-Exit codes: 0 nothing was lost, 1 finished but something was lost or left
-behind (listed), 2 usage error, 3 cannot open a device or flush the
-destination, 4 refused by a safety check.)";
+Exit codes (a dry run: those a real run would have): 0 nothing was lost,
+1 finished but something was lost or left behind (listed), 2 usage error,
+3 cannot open a device or flush the destination, 4 refused by a safety check.)";
 
 struct Options {
 	std::string cache;
@@ -61,10 +70,26 @@ struct Options {
 	std::string report;
 	bool salvage = false;
 	bool force = false;
+	bool dry_run = false;
 	bool quiet = false;
 	bool json = false;
 	int progress_fd = -1;
 };
+
+// A dry run creates no output: it fails where creating it would fail.
+void check_creatable(const std::string& path)
+{
+	std::string dir = std::filesystem::path(path).parent_path().string();
+	if (dir.empty())
+		dir = ".";
+	struct stat st {};
+	if (::stat(dir.c_str(), &st) != 0)
+		throw wbkit::IoError("cannot open", path, errno);
+	if (!S_ISDIR(st.st_mode))
+		throw wbkit::IoError("cannot open", path, ENOTDIR);
+	if (::access(dir.c_str(), W_OK | X_OK) != 0)
+		throw wbkit::IoError("cannot open", path, errno);
+}
 
 int run(const Options& o)
 {
@@ -87,17 +112,26 @@ int run(const Options& o)
 
 	auto cache = open_device(o.cache, {.direct = true, .exclusive = true});
 	// In place, the backing device takes writes of single sectors: buffered.
-	auto backing = open_device(o.backing, {.writable = in_place, .direct = !in_place, .exclusive = true});
+	// A dry run opens every device as a real run does, read-only.
+	auto backing = open_device(o.backing, {.writable = in_place && !o.dry_run, .direct = !in_place, .exclusive = true});
 	std::unique_ptr<Device> output;
 	bool output_created = false;
 	if (!in_place) {
-		output_created = ::access(o.output.c_str(), F_OK) != 0;
-		output = open_device(o.output, {.writable = true, .exclusive = true, .create = true});
+		const bool exists = ::access(o.output.c_str(), F_OK) == 0;
+		if (!o.dry_run) {
+			output_created = !exists;
+			output = open_device(o.output, {.writable = true, .exclusive = true, .create = true});
+		} else if (exists) {
+			// Checked as a real run checks it: distinct, not in use, large enough.
+			output = open_device(o.output, {.exclusive = true});
+		} else {
+			check_creatable(o.output);
+		}
 	}
 
 	ProgressReporter progress("wbrecover", o.quiet);
 	progress.set_machine_fd(o.progress_fd);
-	RecoverOptions options{.salvage = o.salvage, .force = o.force};
+	RecoverOptions options{.salvage = o.salvage, .force = o.force, .dry_run = o.dry_run, .output_path = o.output};
 	options.progress = [&](std::string_view phase, const ReplayProgress& p) {
 		progress.update(phase, p.bytes_done, p.bytes_total);
 	};
@@ -113,7 +147,7 @@ int run(const Options& o)
 		throw;
 	}
 	progress.finish();
-	if (output && !output->is_block_device() && output->size_bytes() > backing->size_bytes()) {
+	if (!o.dry_run && output && !output->is_block_device() && output->size_bytes() > backing->size_bytes()) {
 		// An existing, larger file keeps no stale tail: the result is the backing device's size.
 		if (::truncate(o.output.c_str(), off_t(backing->size_bytes())) != 0)
 			throw IoError("cannot cut the output to the backing device's size", o.output, errno);
@@ -146,6 +180,8 @@ int main(int argc, char** argv)
 	app.add_flag("--salvage", o.salvage, "take verifiable data beyond the kernel's consistent prefix");
 	app.add_option("--report", o.report, "write the full report as JSON to FILE (`-`: to stdout, as --json)");
 	app.add_flag("--json", o.json, "print the full report as one JSON document instead of text");
+	app.add_flag("--dry-run", o.dry_run,
+		     "diagnose and plan, report what would be recovered and lost; write no device, create no output");
 	app.add_flag("--force", o.force, "go on without the magic, or with blocks past the backing end");
 	app.add_flag("-q,--quiet", o.quiet, "no progress output");
 	app.add_option("--progress-fd", o.progress_fd, "write `phase done total` progress lines to file descriptor N")

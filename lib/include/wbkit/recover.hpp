@@ -43,8 +43,16 @@ struct RecoverOptions {
 	// Go on without the writeboost magic, or with blocks past the backing end.
 	bool force = false;
 	ReplayOptions replay{};
-	// phase: "backing" (reading or copying the backing device), "replay".
+	// phase: "scan", "reading backing" or "copying backing", "replay".
 	std::function<void(std::string_view phase, const ReplayProgress&)> progress{};
+	// Everything a real run does but the writes: the diagnosis, the plan, the
+	// reads of both devices and of the cache's data to be written, so what it
+	// reports as recovered and lost is what a real run reports when the
+	// destination takes every write. The writes go to a sink that keeps
+	// nothing: no device is written. `output` is then only checked (opened
+	// read-only, or null when it does not exist yet and `output_path` names it).
+	bool dry_run = false;
+	std::string output_path{};
 };
 
 struct DeviceDiagnosis {
@@ -56,6 +64,7 @@ struct DeviceDiagnosis {
 
 struct RecoveryReport {
 	bool salvage = false;
+	bool dry_run = false;             // nothing was written; the figures are what a real run writes
 	bool single_point_in_time = true; // false when salvage took data past the kernel's stop point
 	DeviceDiagnosis cache;
 	DeviceDiagnosis backing;
@@ -79,7 +88,7 @@ struct RecoveryReport {
 	std::uint64_t extents = 0;
 	std::uint64_t sectors_from_cache = 0;    // dirty sectors written from the cache
 	std::uint64_t sectors_rescued_clean = 0; // unreadable backing sectors restored from clean cache copies
-	std::uint64_t bytes_written = 0;
+	std::uint64_t bytes_written = 0;         // a dry run: the bytes a real run writes
 	std::vector<LostRange> lost;
 	std::vector<std::string> notes; // data left behind and why, in words
 	// Segments of the kernel's log an out-of-range superblock record marks as
@@ -98,7 +107,8 @@ struct RecoveryReport {
 // Diagnoses both devices, then writes the chosen log's data to `output`
 // (after copying the backing device there) or, without output, to the
 // backing device. Throws only for operational failures that stop everything
-// (the cache cannot be scanned at all, a flush fails).
+// (the cache cannot be scanned at all, a flush fails). With
+// options.dry_run it writes nothing, to any device.
 RecoveryReport recover(Device& cache, Device& backing, Device* output, const RecoverOptions& options);
 
 } // namespace wbkit

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Written-back blocks keep serving reads, and hits and misses are counted as
+# dm-writeboost counts them. Run on the upstream module first (the
+# reference), then on dm-wbkit, in one boot, each on a 2-segment cache with
+# writeback_threshold 0:
+# - a fresh device reports nr_cur_batched_writeback 0;
+# - 381 writes of 4 KiB (three segments) wrap the ring; the ring needs one
+#   segment written back at a time (nr_cur_batched_writeback 1), not all;
+# - the newest segment read back: 127 read hits from the RAM buffer;
+# - after a flush and drop_caches the same blocks are clean copies on the
+#   cache device: 127 read hits, nothing dirty;
+# - a 512-byte write written back is a clean copy without every sector: its
+#   4 KiB read is a hit served from the backing device, with the right data;
+# - a write over a clean copy, remove and re-create: replay gives the newest
+#   data, never the clean copy's.
+# The 16 counters of every phase must equal upstream's, and the read data
+# the written data.
+set -euo pipefail
+source "$(dirname "$0")/wbkit-lib.inc"
+wbkit_prepare
+vm_has_upstream || { echo "skip: dm-writeboost (upstream) module not installed"; exit 77; }
+VM_TIMEOUT=600
+
+work=$(mktemp -d "$VM_WORK/clean-copies.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+vm_image "$work/backing-up.img" 16M
+vm_image "$work/backing-wb.img" 16M
+# 1 MiB superblock region + 2 segments of 512 KiB
+vm_image "$work/cache-up.img" 2M
+vm_image "$work/cache-wb.img" 2M
+
+rc=0
+vm_run - "$work/backing-up.img" "$work/backing-wb.img" "$work/cache-up.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
+. /lib/wbguest.sh
+$DD if=/dev/urandom of=/tmp/data bs=4k count=400 2>/dev/null
+# The 16 counters (status fields 8-23), comma-separated.
+stats() { wb_dm_status wb | cut -d' ' -f8-23 | tr ' ' ,; }
+field() { wb_dm_status wb | cut -d' ' -f"$1"; }
+digest() { $SHA256SUM | cut -d' ' -f1; }
+flush() { $DD if=/dev/null of=/dev/mapper/wb bs=4k count=0 conv=fsync,notrunc 2>/dev/null || wb_fail "$1: flush failed"; }
+# expect_read <tag> <what> <block> <count> <digest>
+expect_read() {
+	got=$($DD if=/dev/mapper/wb bs=4k skip="$3" count="$4" iflag=direct 2>/dev/null | digest)
+	[ "$got" = "$5" ] || wb_fail "$1: $2 reads back wrong data"
+}
+newest=$($DD if=/tmp/data bs=4k skip=254 count=127 2>/dev/null | digest)
+
+run() { # <backing> <cache> <tag>
+	table="0 $(wb_sectors "$1") writeboost $1 $2 2 writeback_threshold 0"
+	wb_dm_create wb "$table"
+	wb_report "fresh_batch_$3" "$(field 29)"
+	$DD if=/tmp/data of=/dev/mapper/wb bs=4k count=381 oflag=direct 2>/dev/null || wb_fail "$3: writes failed"
+	wb_report "write_stats_$3" "$(stats)"
+	wb_report "wrapped_batch_$3" "$(field 29)"
+
+	$DMSETUP message wb 0 clear_stat
+	expect_read "$3" "the newest segment" 254 127 "$newest"
+	wb_report "newest_stats_$3" "$(stats)"
+
+	flush "$3"
+	$DMSETUP message wb 0 drop_caches || wb_fail "$3: drop_caches failed"
+	wb_report "dropped_dirty_$3" "$(field 7)"
+	$DMSETUP message wb 0 clear_stat
+	expect_read "$3" "the written-back segment" 254 127 "$newest"
+	wb_report "clean_stats_$3" "$(stats)"
+
+	# Sector 3 of block 400, written back: a clean copy of one sector.
+	$DD if=/tmp/data of=/dev/mapper/wb bs=512 skip=5 count=1 seek=3203 oflag=direct conv=notrunc 2>/dev/null ||
+		wb_fail "$3: partial write failed"
+	flush "$3"
+	$DMSETUP message wb 0 drop_caches || wb_fail "$3: drop_caches failed"
+	$DMSETUP message wb 0 clear_stat
+	want=$( ( $DD if=/dev/zero bs=512 count=3; $DD if=/tmp/data bs=512 skip=5 count=1; $DD if=/dev/zero bs=512 count=4 ) 2>/dev/null | digest)
+	expect_read "$3" "the partial clean copy" 400 1 "$want"
+	wb_report "partial_stats_$3" "$(stats)"
+
+	# New data over a clean copy, then replay.
+	$DD if=/tmp/data of=/dev/mapper/wb bs=4k skip=390 count=1 seek=254 oflag=direct conv=notrunc 2>/dev/null ||
+		wb_fail "$3: overwrite failed"
+	flush "$3"
+	$DMSETUP remove wb || wb_fail "$3: remove failed"
+	wb_dm_create wb "$table"
+	expect_read "$3" "the overwritten block after replay" 254 1 "$($DD if=/tmp/data bs=4k skip=390 count=1 2>/dev/null | digest)"
+	expect_read "$3" "the rest after replay" 255 126 "$($DD if=/tmp/data bs=4k skip=255 count=126 2>/dev/null | digest)"
+	$DMSETUP remove wb || wb_fail "$3: remove failed"
+	wb_report "done_$3" yes
+}
+
+wb_load_target upstream
+run /dev/vda /dev/vdc upstream
+rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
+wb_load_target wbkit
+run /dev/vdb /dev/vdd wbkit
+GUEST
+echo "clean copies: ${VM_ELAPSED}s"
+[ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
+[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+fail=0
+# counter <csv> <index>: stat[index]
+counter() { echo "$1" | cut -d, -f$(($2 + 1)); }
+for phase in write newest clean partial; do
+	up=$(vm_result "${phase}_stats_upstream")
+	wb=$(vm_result "${phase}_stats_wbkit")
+	echo "$phase: upstream $up"
+	echo "$phase: dm-wbkit $wb"
+	[ "$up" = "$wb" ] || { echo "  the counters differ"; fail=1; }
+done
+# What the reference shows (index = write<<3 | hit<<2 | on_buffer<<1 | fullsize).
+[ "$(counter "$(vm_result write_stats_upstream)" 9)" = 381 ] || { echo "upstream: not 381 full write misses"; fail=1; }
+[ "$(counter "$(vm_result newest_stats_upstream)" 7)" = 127 ] || { echo "upstream: not 127 read hits from the RAM buffer"; fail=1; }
+[ "$(counter "$(vm_result clean_stats_upstream)" 5)" = 127 ] || { echo "upstream: not 127 read hits on written-back blocks"; fail=1; }
+[ "$(counter "$(vm_result partial_stats_upstream)" 5)" = 1 ] || { echo "upstream: the partial clean copy is not a hit"; fail=1; }
+for m in upstream wbkit; do
+	echo "$m: nr_cur_batched_writeback fresh $(vm_result "fresh_batch_$m"), after the wrap $(vm_result "wrapped_batch_$m")"
+	wbkit_expect "fresh_batch_$m" 0 || fail=1
+	wbkit_expect "wrapped_batch_$m" 1 || fail=1
+	wbkit_expect "dropped_dirty_$m" 0 || fail=1
+	wbkit_expect "done_$m" yes || fail=1
+done
+exit $fail
