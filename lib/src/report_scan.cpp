@@ -193,26 +193,12 @@ nlohmann::json dump_head(const DumpReport& report)
 
 } // namespace
 
-std::string dump_json(const DumpReport& report, int indent)
-{
-	nlohmann::json doc = dump_head(report);
-	if (report.metablocks) {
-		nlohmann::json& list = doc["metablocks"] = nlohmann::json::array();
-		report.metablocks([&](const LogMetablockRow& row) { list.push_back(metablock_row_json(row)); });
-	}
-	return doc.dump(indent);
-}
-
 void write_dump_json(std::ostream& out, const DumpReport& report)
 {
-	if (!report.metablocks) {
-		out << dump_head(report).dump(2) << '\n';
-		return;
-	}
-	const StreamedArray arrays[] = {{"metablocks", [&](const JsonSink& sink) {
-						 report.metablocks([&](const LogMetablockRow& row) { sink(metablock_row_json(row)); });
-					 }}};
-	write_json_document(out, dump_head(report), arrays);
+	const StreamedArray metablocks[] = {{"metablocks", [&](const JsonSink& sink) {
+						     report.metablocks([&](const LogMetablockRow& row) { sink(metablock_row_json(row)); });
+					     }}};
+	write_json_document(out, dump_head(report), report.metablocks ? std::span(metablocks) : std::span<const StreamedArray>());
 }
 
 void print_findings(std::ostream& out, const std::vector<Finding>& findings)

@@ -55,9 +55,9 @@ struct DumpReport {
 	std::optional<SectorDetail> block{};
 };
 
-std::string dump_json(const DumpReport& report, int indent = -1);
-// The write_* functions write the same documents (2-space indent) as they are
-// produced: the lists that grow with the log are never held whole.
+// wbdump's document (2-space indent). The write_* functions write their
+// documents as they are produced: the lists that grow with the log are never
+// held whole.
 void write_dump_json(std::ostream& out, const DumpReport& report);
 void print_dump(std::ostream& out, const DumpReport& report);
 
