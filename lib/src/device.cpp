@@ -235,7 +235,13 @@ int MemoryDevice::write_at(std::uint64_t offset, std::span<const std::byte> buf)
 	return 0;
 }
 
-AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size)
+AlignedBuffer::AlignedBuffer(std::size_t size) : AlignedBuffer(size, uninitialised)
+{
+	if (data_)
+		std::memset(data_, 0, (size + alignment - 1) / alignment * alignment);
+}
+
+AlignedBuffer::AlignedBuffer(std::size_t size, Uninitialised) : size_(size)
 {
 	if (size == 0)
 		return;
@@ -243,7 +249,6 @@ AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size)
 	data_ = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded));
 	if (!data_)
 		throw std::bad_alloc();
-	std::memset(data_, 0, rounded);
 }
 
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept

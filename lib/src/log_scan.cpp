@@ -276,7 +276,9 @@ private:
 
 	void read_slot_range(std::uint64_t begin, std::uint64_t end, Device::DataRange data, RangeResult& out) const
 	{
-		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size);
+		// Not zeroed: a header is parsed, and a segment checksummed, only
+		// after the read of those very bytes succeeded.
+		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size, AlignedBuffer::uninitialised);
 		// A header block wholly inside a hole of a sparse image reads as
 		// zeros, id 0: an empty slot. Such slots are taken as read.
 		// slot_done() in the increment: it runs after every `continue` too.
@@ -389,12 +391,14 @@ private:
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
 		scan_.slots.assign(nr, SlotInfo{});
-		unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
-		if (!options_.verify_checksums)
-			threads = 4;
-		// No more threads than batches: a small cache is read by the calling thread alone.
-		threads = unsigned(std::min<std::uint64_t>(threads, (nr + batch_slots() - 1) / batch_slots()));
-		threads = std::max(threads, 1u);
+		// No more threads than batches: a small cache is read by the calling
+		// thread alone (without asking for the core count, which reads sysfs).
+		const std::uint64_t nr_batches = (nr + batch_slots() - 1) / batch_slots();
+		unsigned threads = 1;
+		if (nr_batches > 1) {
+			threads = options_.verify_checksums ? std::clamp(std::thread::hardware_concurrency(), 1u, 4u) : 4;
+			threads = unsigned(std::min<std::uint64_t>(threads, nr_batches));
+		}
 		std::deque<Batch> batches; // grows at the back only: references stay valid
 		std::mutex dispatch_lock;
 		std::uint64_t cursor = 0;

@@ -452,7 +452,8 @@ private:
 	{
 		const std::uint64_t size = backing_.size_bytes();
 		const std::uint64_t chunk = std::min<std::uint64_t>(4ULL << 20, (size + block_size - 1) / block_size * block_size);
-		AlignedBuffer buffer(chunk);
+		// Not zeroed: read_tolerant fills every byte (zeros where the read fails) before it is copied.
+		AlignedBuffer buffer(chunk, AlignedBuffer::uninitialised);
 		const std::string_view phase = copy_to_ && !options_.dry_run ? "copying backing" : "reading backing";
 		for (std::uint64_t offset = 0; offset < size; offset += chunk) {
 			auto part = buffer.span().first(std::min(chunk, size - offset));

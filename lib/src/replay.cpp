@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
 #include <cstring>
-#include <future>
 #include <mutex>
+#include <thread>
 #include <fmt/format.h>
 
 #include "wbkit/errors.hpp"
@@ -159,7 +162,13 @@ std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + 
 // One extent in flight: while the writer sends one stage to the
 // destination, a reader thread fills the other from the cache.
 struct Stage {
-	explicit Stage(std::uint64_t bytes) : data(bytes), bounce(bytes) {}
+	// Not zeroed (up to 2 x 4 MiB per replay): the sources of an extent
+	// cover it, every byte of data is read (or zero-filled where the read
+	// fails) before it is written, and bounce is read before it is copied.
+	explicit Stage(std::uint64_t bytes)
+		: data(bytes, AlignedBuffer::uninitialised), bounce(bytes, AlignedBuffer::uninitialised)
+	{
+	}
 	AlignedBuffer data;
 	AlignedBuffer bounce; // aligned window when the cache needs O_DIRECT alignment
 	ReplayExtent extent;
@@ -168,12 +177,87 @@ struct Stage {
 	std::uint64_t read_requests = 0;
 };
 
+// The executor's reader thread: one for the whole replay, started at the
+// second extent. A thread per extent cost more than reading a small extent.
+class ReadAhead {
+public:
+	explicit ReadAhead(std::function<void(Stage&)> read) : read_(std::move(read)) {}
+	ReadAhead(const ReadAhead&) = delete;
+	ReadAhead& operator=(const ReadAhead&) = delete;
+	// After the read in flight, if any: the stage it fills outlives this.
+	~ReadAhead()
+	{
+		if (!thread_.joinable())
+			return;
+		{
+			std::lock_guard lock(mutex_);
+			quit_ = true;
+		}
+		changed_.notify_all();
+		thread_.join();
+	}
+
+	// Starts filling stage; the read started before was waited for.
+	void start(Stage& stage)
+	{
+		if (!thread_.joinable())
+			thread_ = std::thread([this] { loop(); });
+		{
+			std::lock_guard lock(mutex_);
+			pending_ = &stage;
+			busy_ = true;
+		}
+		changed_.notify_all();
+	}
+
+	// Waits for the read start() began; rethrows what it threw.
+	void wait()
+	{
+		std::unique_lock lock(mutex_);
+		changed_.wait(lock, [&] { return !busy_; });
+		if (failure_)
+			std::rethrow_exception(std::exchange(failure_, nullptr));
+	}
+
+private:
+	void loop()
+	{
+		std::unique_lock lock(mutex_);
+		for (;;) {
+			changed_.wait(lock, [&] { return pending_ || quit_; });
+			if (!pending_)
+				return;
+			Stage* stage = std::exchange(pending_, nullptr);
+			lock.unlock();
+			std::exception_ptr failure;
+			try {
+				read_(*stage);
+			} catch (...) {
+				failure = std::current_exception();
+			}
+			lock.lock();
+			failure_ = failure;
+			busy_ = false;
+			changed_.notify_all();
+		}
+	}
+
+	std::function<void(Stage&)> read_;
+	std::mutex mutex_;
+	std::condition_variable changed_;
+	Stage* pending_ = nullptr; // under mutex_, as the rest
+	bool busy_ = false;
+	bool quit_ = false;
+	std::exception_ptr failure_;
+	std::thread thread_;
+};
+
 class Executor {
 public:
 	Executor(const ReplayPlan& plan, Device& cache, Device& destination, const ExecuteOptions& options)
 		: plan_(plan), cache_(cache), destination_(destination), options_(options),
 		  max_bytes_(std::max<std::uint64_t>(block_size, plan.options().max_extent_bytes / sector_size * sector_size)),
-		  rmw_(max_bytes_ + 2 * block_size)
+		  rmw_(max_bytes_ + 2 * block_size, AlignedBuffer::uninitialised) // read before it is written
 	{
 	}
 
@@ -182,6 +266,7 @@ public:
 		const auto start = std::chrono::steady_clock::now();
 		const std::uint64_t total = plan_.summary().bytes;
 		Stage stages[2] = {Stage(max_bytes_ + 2 * block_size), Stage(max_bytes_ + 2 * block_size)};
+		ReadAhead read_ahead([this](Stage& stage) { read_stage(stage); }); // after stages: ends first
 		ReplayPlan::Cursor cursor = plan_.extents();
 		std::optional<ReplayExtent> next = cursor.next();
 		Stage* current = &stages[0];
@@ -192,14 +277,14 @@ public:
 		while (next) {
 			next = cursor.next();
 			Stage* ahead = current == &stages[0] ? &stages[1] : &stages[0];
-			std::future<void> pending;
-			if (next) {
+			const bool reading = next.has_value();
+			if (reading) {
 				ahead->extent = std::move(*next);
-				pending = std::async(std::launch::async, [this, ahead] { read_stage(*ahead); });
+				read_ahead.start(*ahead);
 			}
 			if (options_.may_write && !options_.may_write(current->extent)) {
-				if (pending.valid())
-					pending.get();
+				if (reading)
+					read_ahead.wait();
 				result_.stopped = true;
 				break;
 			}
@@ -209,8 +294,8 @@ public:
 			done_ += current->extent.bytes();
 			if (options_.progress)
 				options_.progress(ReplayProgress{.bytes_done = done_, .bytes_total = total});
-			if (pending.valid())
-				pending.get(); // rethrows a read error of the reader thread
+			if (reading)
+				read_ahead.wait(); // rethrows a read error of the reader thread
 			current = ahead;
 		}
 		// Ordering: nothing is reported as replayed before the destination has it on stable media.

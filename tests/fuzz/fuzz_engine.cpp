@@ -9,15 +9,19 @@
 //   - executing the plan, and recovery with the kernel's policy, leave the
 //     backing device as the model says;
 //   - recovery never writes outside the backing device, never throws an
-//     operational error on a healthy in-memory device.
+//     operational error on a healthy in-memory device;
+//   - recovery's dry run writes to no device and reports what the real run
+//     does: the same sectors saved, the same ranges lost, the same refusal.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "replay_model.hpp"
@@ -155,13 +159,6 @@ void build_image(Input& in, std::vector<std::byte>& image, std::vector<Written>&
 	}
 }
 
-// vector<std::byte>'s operator== compares byte by byte, and every byte is a
-// coverage callback here: memcmp is one call.
-bool same_bytes(const std::vector<std::byte>& a, const std::vector<std::byte>& b)
-{
-	return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
 // Every sector its own fill byte, so a write at the wrong place shows. Built
 // once: a byte loop under coverage instrumentation cost more than the engines.
 const std::vector<std::byte>& initial_backing()
@@ -175,19 +172,71 @@ const std::vector<std::byte>& initial_backing()
 	return bytes;
 }
 
-// The backing device after the model's writes.
-std::vector<std::byte> expected_backing(const wbkit::testing::KernelRuleModel& model, const std::vector<std::byte>& image)
+// The backing device: one for every run (they use it one after the other),
+// put back to initial_backing() where it was written. A fresh copy per run
+// cost more than some of the engines.
+class Backing final : public MemoryDevice {
+public:
+	Backing() : MemoryDevice("backing", initial_backing()) {}
+	int write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept override
+	{
+		const int err = MemoryDevice::write_at(offset, buf);
+		if (!err && !buf.empty())
+			written_.push_back({offset, buf.size()});
+		return err;
+	}
+	void reset()
+	{
+		for (const Written& w : written_)
+			std::memcpy(bytes().data() + w.offset, initial_backing().data() + w.offset, w.length);
+		written_.clear();
+	}
+
+private:
+	std::vector<Written> written_;
+};
+
+Backing& fresh_backing()
 {
-	std::vector<std::byte> out = initial_backing();
-	for (const auto& [sector, offset] : model.writes())
-		if (sector < backing_sectors)
-			std::memcpy(out.data() + sector * sector_size, image.data() + offset, sector_size);
-	return out;
+	static Backing backing;
+	backing.reset();
+	return backing;
 }
 
-void check_plan(const ReplayPlan& plan, const wbkit::testing::KernelRuleModel& model)
+// Per backing sector, the cache byte offset of the data replay writes there
+// (the model's newest dirty copy), or none. The backing device is small: an
+// array, not a map.
+constexpr std::uint64_t none = ~0ULL;
+using SectorWrites = std::array<std::uint64_t, backing_sectors>;
+
+SectorWrites model_writes(const wbkit::testing::KernelRuleModel& model)
 {
-	std::map<std::uint64_t, std::uint64_t> planned; // sector -> cache byte offset
+	SectorWrites wanted;
+	wanted.fill(none);
+	for (const auto& [sector, offset] : model.writes())
+		if (sector < backing_sectors)
+			wanted[sector] = offset;
+	return wanted;
+}
+
+// The backing device holds, per sector, the model's write or its initial bytes.
+bool matches_model(MemoryDevice& backing, const SectorWrites& wanted, const std::vector<std::byte>& image)
+{
+	if (backing.bytes().size() != backing_sectors * sector_size)
+		return false;
+	for (std::uint64_t sector = 0; sector < backing_sectors; ++sector) {
+		const std::byte* want = wanted[sector] == none ? initial_backing().data() + sector * sector_size
+							       : image.data() + wanted[sector];
+		if (std::memcmp(backing.bytes().data() + sector * sector_size, want, sector_size) != 0)
+			return false;
+	}
+	return true;
+}
+
+void check_plan(const ReplayPlan& plan, const SectorWrites& wanted)
+{
+	SectorWrites planned;
+	planned.fill(none);
 	plan.for_each_extent([&](const ReplayExtent& e) {
 		if (e.backing_sector >= backing_sectors || e.sectors > backing_sectors - e.backing_sector)
 			fail("planned write outside the backing device", e.backing_sector, e.sectors);
@@ -195,39 +244,112 @@ void check_plan(const ReplayPlan& plan, const wbkit::testing::KernelRuleModel& m
 		for (const ExtentSource& s : e.sources) {
 			if (s.extent_sector != covered)
 				fail("extent sources leave a gap", e.backing_sector, s.extent_sector);
-			for (std::uint64_t k = 0; k < s.sectors; ++k)
-				if (!planned.emplace(e.backing_sector + s.extent_sector + k, s.cache_offset + k * sector_size).second)
+			if (s.sectors > e.sectors - covered)
+				fail("extent sources reach past the extent", e.backing_sector, s.sectors);
+			for (std::uint64_t k = 0; k < s.sectors; ++k) {
+				std::uint64_t& at = planned[e.backing_sector + s.extent_sector + k];
+				if (at != none)
 					fail("a sector is written twice", e.backing_sector + s.extent_sector + k);
+				at = s.cache_offset + k * sector_size;
+			}
 			covered += s.sectors;
 		}
 		if (covered != e.sectors)
 			fail("extent sources do not cover the extent", e.backing_sector, covered);
 	});
-	std::map<std::uint64_t, std::uint64_t> wanted;
-	for (const auto& [sector, offset] : model.writes())
-		if (sector < backing_sectors)
-			wanted.emplace(sector, offset);
-	if (planned != wanted) {
-		for (const auto& [sector, offset] : wanted)
-			if (!planned.count(sector) || planned[sector] != offset)
-				fail("plan and kernel-rule model disagree at sector", sector,
-				     planned.count(sector) ? planned[sector] : ~0ULL);
-		for (const auto& [sector, offset] : planned)
-			if (!wanted.count(sector))
-				fail("plan writes a sector the model does not", sector, offset);
+	std::uint64_t wanted_sectors = 0;
+	for (std::uint64_t sector = 0; sector < backing_sectors; ++sector) {
+		if (wanted[sector] != none && planned[sector] != wanted[sector])
+			fail("plan and kernel-rule model disagree at sector", sector, planned[sector]);
+		if (wanted[sector] == none && planned[sector] != none)
+			fail("plan writes a sector the model does not", sector, planned[sector]);
+		wanted_sectors += wanted[sector] != none;
 	}
-	if (plan.summary().dirty_sectors != wanted.size())
-		fail("summary's dirty sectors differ from the model", plan.summary().dirty_sectors, wanted.size());
+	if (plan.summary().dirty_sectors != wanted_sectors)
+		fail("summary's dirty sectors differ from the model", plan.summary().dirty_sectors, wanted_sectors);
 }
 
-void run_recovery(MemoryDevice& cache, const std::vector<std::byte>* expected, bool salvage, bool force,
-		  bool render)
+// A dry run's promise: no device it is given is written, ever.
+class WriteForbidden final : public Device {
+public:
+	explicit WriteForbidden(Device& inner) : inner_(inner) {}
+	const std::string& path() const noexcept override { return inner_.path(); }
+	std::uint64_t size_bytes() const noexcept override { return inner_.size_bytes(); }
+	bool is_block_device() const noexcept override { return inner_.is_block_device(); }
+	DeviceIdentity identity() const noexcept override { return inner_.identity(); }
+	std::size_t required_alignment() const noexcept override { return inner_.required_alignment(); }
+	DataRange next_data(std::uint64_t offset) noexcept override { return inner_.next_data(offset); }
+	int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept override { return inner_.read_at(offset, buf); }
+	int write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept override
+	{
+		fail("a dry run wrote to a device", offset, buf.size());
+	}
+	int flush() noexcept override { return inner_.flush(); }
+
+private:
+	Device& inner_;
+};
+
+bool same_segment_use(const SegmentUse& a, const SegmentUse& b)
 {
-	MemoryDevice backing("backing", initial_backing());
+	return a.slot == b.slot && a.id == b.id && a.state == b.state && a.in_kernel_log == b.in_kernel_log &&
+	       a.used == b.used && a.reason == b.reason && a.sectors_replayed == b.sectors_replayed &&
+	       a.data_left_behind == b.data_left_behind && a.metablocks == b.metablocks &&
+	       a.metablocks_used == b.metablocks_used && a.unreadable_dirty_sectors == b.unreadable_dirty_sectors &&
+	       a.left_behind_sectors == b.left_behind_sectors;
+}
+
+// A dry run reports what the real run does: what it saves, what it loses and why.
+void check_dry_run_agrees(const RecoveryReport& dry, const RecoveryReport& real)
+{
+	if (!dry.dry_run || real.dry_run)
+		fail("the reports do not say which run was dry");
+	const bool same_lost =
+		std::equal(dry.lost.begin(), dry.lost.end(), real.lost.begin(), real.lost.end(),
+			   [](const LostRange& a, const LostRange& b) {
+				   return a.sector == b.sector && a.sectors == b.sectors && a.reason == b.reason;
+			   });
+	if (!same_lost)
+		fail("a dry run reports other lost ranges than the real run", dry.lost_sectors(), real.lost_sectors());
+	if (dry.sectors_from_cache != real.sectors_from_cache || dry.sectors_rescued_clean != real.sectors_rescued_clean)
+		fail("a dry run saves other sectors than the real run", dry.sectors_from_cache, real.sectors_from_cache);
+	if (dry.bytes_written != real.bytes_written || dry.extents != real.extents)
+		fail("a dry run writes other bytes than the real run", dry.bytes_written, real.bytes_written);
+	if (!std::equal(dry.segments.begin(), dry.segments.end(), real.segments.begin(), real.segments.end(),
+			same_segment_use))
+		fail("a dry run uses the segments otherwise than the real run", dry.segments.size(), real.segments.size());
+	if (dry.notes != real.notes || dry.overridden != real.overridden ||
+	    dry.record_hidden_segments != real.record_hidden_segments ||
+	    dry.single_point_in_time != real.single_point_in_time || dry.nothing_lost() != real.nothing_lost())
+		fail("a dry run's notes differ from the real run's", dry.notes.size(), real.notes.size());
+}
+
+// expected: the model's writes, when the backing device must end as the model says.
+void run_recovery(MemoryDevice& cache, const SectorWrites* expected, bool salvage, bool force, bool render)
+{
+	MemoryDevice& backing = fresh_backing();
+	RecoverOptions options{.salvage = salvage, .force = force};
+	options.replay.max_extent_bytes = 64 * 1024; // the executor's buffers: small, as the devices are
+	// The dry run first, on devices that fail any write: the backing device
+	// is then still as it was for the real run.
+	std::optional<RecoveryReport> dry;
+	std::string dry_refusal;
 	try {
-		RecoverOptions options{.salvage = salvage, .force = force};
-		options.replay.max_extent_bytes = 64 * 1024; // the executor's buffers: small, as the devices are
+		WriteForbidden read_only_cache(cache), read_only_backing(backing);
+		RecoverOptions dry_options = options;
+		dry_options.dry_run = true;
+		dry = recover(read_only_cache, read_only_backing, nullptr, dry_options);
+	} catch (const RefusedError& e) {
+		dry_refusal = e.what();
+	} catch (const Error& e) {
+		std::fprintf(stderr, "%s\n", e.what());
+		fail("a dry run threw an operational error on in-memory devices");
+	}
+	try {
 		RecoveryReport report = recover(cache, backing, nullptr, options);
+		if (!dry)
+			fail("a dry run refused what the real run did");
+		check_dry_run_agrees(*dry, report);
 		// Rendering is the same code for every input; a sample of them keeps it covered.
 		if (render)
 			(void)recovery_json(report);
@@ -235,10 +357,12 @@ void run_recovery(MemoryDevice& cache, const std::vector<std::byte>* expected, b
 			for (const LostRange& l : report.lost)
 				if (l.reason != LossReason::beyond_backing)
 					fail("a healthy in-memory device lost sectors", l.sector, l.sectors);
-		if (expected && !same_bytes(backing.bytes(), *expected))
+		if (expected && !matches_model(backing, *expected, cache.bytes()))
 			fail("recovery (kernel policy) differs from the model");
-	} catch (const RefusedError&) {
+	} catch (const RefusedError& e) {
 		// No magic, or blocks past the backing end without force: refusing is correct.
+		if (dry || dry_refusal != e.what())
+			fail("a dry run did not refuse as the real run did");
 	} catch (const Error& e) {
 		std::fprintf(stderr, "%s\n", e.what());
 		fail("recovery threw an operational error on in-memory devices");
@@ -266,17 +390,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 	// Small extents too, so merging across segments and blocks is exercised.
 	const std::uint64_t max_extent = (size % 3 == 0) ? block_size : 64 * 1024;
 	const ReplayPlan plan = replay_plan(scan, {.max_extent_bytes = max_extent, .backing_sectors = backing_sectors});
-	check_plan(plan, model);
+	const SectorWrites wanted = model_writes(model);
+	check_plan(plan, wanted);
 
-	const std::vector<std::byte> expected = expected_backing(model, cache.bytes());
 	if (scan->replayable()) {
-		MemoryDevice backing("backing", initial_backing());
+		MemoryDevice& backing = fresh_backing();
 		execute_replay(plan, cache, backing);
-		if (!same_bytes(backing.bytes(), expected))
+		if (!matches_model(backing, wanted, cache.bytes()))
 			fail("executed plan differs from the model");
 	}
-	run_recovery(cache, scan->replayable() ? &expected : nullptr, false, force, size % 8 == 0);
-	run_recovery(cache, nullptr, true, force, size % 8 == 1);
+	run_recovery(cache, scan->replayable() ? &wanted : nullptr, false, force, size % 16 == 0);
+	run_recovery(cache, nullptr, true, force, size % 16 == 1);
 
 	image = std::move(cache.bytes());
 	for (const Written& w : written)

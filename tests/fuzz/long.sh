@@ -4,7 +4,9 @@
 # executions, the rate and the coverage libFuzzer reached. With ASAN_BUILD_DIR
 # (a build of the same target with AddressSanitizer), every input of the grown
 # corpus is run again there at the end: the long run itself can then use a
-# build without ASan, at several times the rate.
+# build without ASan, at several times the rate. The grown corpus is left in
+# FUZZ_BUILD_DIR/fuzz-long-corpus, for `fuzz_engine -merge=1` into the
+# committed one.
 # Usage: tests/fuzz/long.sh FUZZ_BUILD_DIR [SECONDS] [RUNS] [ASAN_BUILD_DIR]   (RUNS 0: no limit)
 set -euo pipefail
 build=$(realpath "${1:?usage: $0 FUZZ_BUILD_DIR [SECONDS] [RUNS]}")
@@ -46,4 +48,6 @@ if [ -n "$asan_build" ]; then
 		exit 1
 	fi
 fi
-echo "fuzz-long: no crash"
+rm -rf "$build/fuzz-long-corpus"
+cp -r "$work/corpus" "$build/fuzz-long-corpus"
+echo "fuzz-long: no crash; grown corpus in $build/fuzz-long-corpus"

@@ -114,11 +114,17 @@ private:
 	std::vector<std::byte> bytes_;
 };
 
-// A zero-initialised buffer aligned for O_DIRECT (4 KiB).
+// A buffer aligned for O_DIRECT (4 KiB), zero-initialised unless asked:
+// zeroing a segment-sized buffer costs more than the reads into it of a
+// small log, for callers that never read a byte they did not write first.
 class AlignedBuffer {
 public:
 	static constexpr std::size_t alignment = 4096;
+	struct Uninitialised {};
+	static constexpr Uninitialised uninitialised{};
 	explicit AlignedBuffer(std::size_t size = 0);
+	// Contents indeterminate: only for a caller that reads no byte before writing it.
+	AlignedBuffer(std::size_t size, Uninitialised);
 	AlignedBuffer(AlignedBuffer&& other) noexcept;
 	AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
 	AlignedBuffer(const AlignedBuffer&) = delete;
