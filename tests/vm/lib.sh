@@ -26,7 +26,7 @@ VM_WBKIT_KO=${VM_WBKIT_KO:-$WBKIT_ROOT/kmod/dm-wbkit.ko}
 
 # Loaded by /init in this order: crc32c must exist before libcrc32c, and the
 # dm core modules before an out-of-tree target is insmod'ed.
-VM_BOOT_MODULES=(virtio_pci virtio_blk crc32c_generic dm-mod dm-bufio libcrc32c dm-flakey dm-log-writes)
+VM_BOOT_MODULES=(virtio_pci virtio_blk crc32c_generic dm-mod dm-bufio libcrc32c dm-flakey dm-log-writes dm-delay)
 
 # Real programs for what busybox does not do (dmsetup, fio) or does too
 # little of (dd without oflag=direct). They live under /usr so that they never
