@@ -651,9 +651,12 @@ void SectorIndexBuilder::build(LogScan& scan, std::unique_ptr<Mapping> entries, 
 	std::byte* data = entries->data();
 	auto* in = reinterpret_cast<MetablockEntry*>(data);
 	// Most of the scan's own work on a full log: in place, on every core.
+	// The core count only where threads may be used: asking reads sysfs.
+	const unsigned threads =
+		count < detail::bucket_sort_min_elements ? 1u : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
 	detail::bucket_sort(
 		in, count, [](const MetablockEntry& e) { return std::uint64_t(e.block_sector); },
-		by_block_then_replay_order, std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+		by_block_then_replay_order, threads);
 
 	// Per block, newest entry first: each sector is decided by the newest
 	// entry that touches it. A block's outputs are stored after all its
