@@ -358,6 +358,30 @@ TEST(ReplayExecute, ReadErrorWithoutToleranceIsAnIoError)
 	EXPECT_THROW(execute_replay(plan, cache, *s.backing), IoError);
 }
 
+TEST(ReplayExecute, ReadErrorOnTheReaderThreadIsAnIoErrorAfterTheExtentsBefore)
+{
+	Images s(8, 1 * MiB, 16);
+	{
+		LogWriter writer(*s.cache);
+		for (std::uint64_t i = 0; i < 20; ++i)
+			writer.write(i * 16, pattern_bytes(4096, i));
+		writer.flush();
+	}
+	const LogScan scan = scan_log(*s.cache);
+	const ReplayPlan plan = replay_plan(scan);
+	ASSERT_EQ(plan.summary().extents, 20u);
+	// Extent 9 is read by the executor's reader thread while extent 8 is written.
+	FaultInjectingDevice cache(open_device(s.cache_path));
+	cache.fail_reads(Geometry::for_cache_bytes(cache.size_bytes()).data_block_offset(0, 9), 512);
+	EXPECT_THROW(execute_replay(plan, cache, *s.backing), IoError);
+	const std::vector<std::byte> after = read_all(*s.backing);
+	for (std::uint64_t i = 0; i < 20; ++i) {
+		const std::vector<std::byte> block(after.begin() + i * 16 * 512, after.begin() + (i * 16 + 8) * 512);
+		const std::vector<std::byte> before(s.base.begin() + i * 16 * 512, s.base.begin() + (i * 16 + 8) * 512);
+		EXPECT_EQ(block, i < 9 ? pattern_bytes(4096, i) : before) << "extent " << i;
+	}
+}
+
 TEST(ReplayExecute, ProgressReachesTheTotal)
 {
 	Images s(8, 1 * MiB, 14);
