@@ -460,6 +460,94 @@ TEST(ReplayMarkClean, AfterAStopInTheLogTheNextSegmentsDoNotRunIntoOldOnes)
 	EXPECT_TRUE(block0 == newest) << "an old segment after the stop point was replayed over newer data";
 }
 
+// Records the writes and flushes a device is given, without applying them.
+class WriteRecorder final : public Device {
+public:
+	struct Write {
+		std::uint64_t offset;
+		std::vector<std::byte> data;
+		unsigned epoch; // flushes before it
+	};
+	explicit WriteRecorder(MemoryDevice& under) : under_(under) {}
+	const std::string& path() const noexcept override { return under_.path(); }
+	std::uint64_t size_bytes() const noexcept override { return under_.size_bytes(); }
+	bool is_block_device() const noexcept override { return false; }
+	DeviceIdentity identity() const noexcept override { return {}; }
+	int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept override
+	{
+		return under_.read_at(offset, buf);
+	}
+	int write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept override
+	{
+		writes.push_back({offset, {buf.begin(), buf.end()}, epoch_});
+		return 0;
+	}
+	int flush() noexcept override
+	{
+		++epoch_;
+		return 0;
+	}
+	std::vector<Write> writes;
+
+private:
+	MemoryDevice& under_;
+	unsigned epoch_ = 0;
+};
+
+TEST(ReplayMarkClean, APowerCutAnywhereInItLeavesTheSameReplay)
+{
+	// As in the test above: the replay stops at damaged segment 4, good 5
+	// and 6 after it. A cut can leave every write of earlier flush epochs
+	// and any subset of the writes of the current one: on each such disk a
+	// rerun must leave the backing device as the uninterrupted run did.
+	Images s(8, 1 * MiB, 19);
+	{
+		LogWriter writer(*s.cache);
+		for (std::uint64_t id = 1; id <= 6; ++id) {
+			writer.write(0, pattern_bytes(4096, id));
+			writer.write(16 + 8 * id, pattern_bytes(4096, 50 + id));
+			writer.flush();
+		}
+		writer.corrupt_segment_data(4);
+	}
+	MemoryDevice cache("cache", read_all(*s.cache));
+	const std::vector<std::byte> base = read_all(*s.backing);
+	const LogScan scan = scan_log(cache);
+	ASSERT_EQ(scan.discarded_segments, 2u);
+	MemoryDevice replayed("backing", base);
+	execute_replay(replay_plan(scan), cache, replayed);
+
+	WriteRecorder recorder(cache);
+	ASSERT_EQ(mark_cache_clean(recorder, scan), 3u);
+	const auto& writes = recorder.writes;
+	unsigned states = 0;
+	for (std::size_t durable = 0; durable <= writes.size(); ++durable) {
+		// writes[0, durable) reached the media; the epoch of writes[durable]
+		// is in flight: any subset of its writes may have landed too.
+		std::vector<std::size_t> in_flight;
+		for (std::size_t i = durable; i < writes.size() && writes[i].epoch == writes[durable].epoch; ++i)
+			in_flight.push_back(i);
+		for (std::uint64_t subset = 0; subset < (1ULL << in_flight.size()); ++subset) {
+			MemoryDevice cut("cut", cache.bytes());
+			for (std::size_t i = 0; i < durable; ++i)
+				cut.write_exact(writes[i].offset, writes[i].data);
+			for (std::size_t k = 0; k < in_flight.size(); ++k)
+				if (subset >> k & 1)
+					cut.write_exact(writes[in_flight[k]].offset, writes[in_flight[k]].data);
+			// The cut came after the replay (and the backing device's flush):
+			// the rerun replays onto its result.
+			MemoryDevice rerun("backing", replayed.bytes());
+			execute_replay(replay_plan(scan_log(cut)), cut, rerun);
+			ASSERT_EQ(first_difference(rerun.bytes(), replayed.bytes()), -1)
+				<< "cut after " << durable << " durable writes, in-flight subset " << subset;
+			++states;
+		}
+		// Past the in-flight epoch's first write, the next prefixes are covered by its subsets.
+		durable += in_flight.size() > 0 ? in_flight.size() - 1 : 0;
+	}
+	EXPECT_GE(states, 6u);
+}
+
 TEST(ReplayMarkClean, WithoutAStopOnlyTheRecordIsWritten)
 {
 	Images s(8, 1 * MiB, 18);
