@@ -63,7 +63,7 @@ for fixture in "$root"/fixtures/crash/*/; do
 	# A recording that starts from a crash state has few flushes, with many
 	# writes between them: more subsets per window.
 	subsets=${CRASH_SUBSETS:-2}
-	[ -f "$rec/base.img" ] && subsets=${CRASH_SUBSETS:-8}
+	[ -f "$rec/base.img" ] && subsets=${CRASH_SUBSETS:-16}
 	out=$("$wbcrash" "$rec" --subsets "$subsets" --torn "${CRASH_TORN:-3}" --seed 1 \
 		--max-windows "${CRASH_WINDOWS:-50}" --recovery-every 10 --keep "$keep") || failed=1
 	echo "$out"
