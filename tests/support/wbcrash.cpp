@@ -754,8 +754,10 @@ int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
 		if (scan.log.size() < 3)
 			throw UsageError(fmt::format("midlog: the log has {} segments, too few to stop in its middle", scan.log.size()));
 		// As tests/vm/scenarios/75: a few segments below the superblock
-		// record when there is one, else the middle of the log.
-		std::size_t victim = scan.log.size() / 2;
+		// record when there is one; else the second segment, which leaves
+		// the most good segments beyond the stop point: their old data must
+		// not come back over new writes that reuse their ids.
+		std::size_t victim = 1;
 		for (std::size_t i = 1; i + 1 < scan.log.size(); ++i)
 			if (scan.sb_record >= 3 && scan.log[i].id == scan.sb_record - 3)
 				victim = i;
