@@ -17,7 +17,8 @@
 #  - midlog: the final state of the first `both` recording with a damaged
 #    segment in the middle of its log, so that the replay stops there,
 #    then new stamped writes with flushes: crash -> replay that stops
-#    mid-log -> new writes -> crash;
+#    mid-log -> new writes -> crash; the replay is the target's at
+#    construction, or the offline one of wbreplay --mark-clean first;
 #  - ext4: mkfs.ext4 and fsynced files on the target (record-ext4.sh),
 #    each state checked with e2fsck and debugfs (ext4-check.sh).
 # Prints the workloads, the states checked per check and the failures, per
@@ -154,16 +155,20 @@ if wanted recovery; then
 	done
 fi
 
-# Crash -> replay that stops mid-log -> new writes -> crash.
+# Crash -> replay that stops mid-log -> new writes -> crash; the replay is the
+# target's at construction (midlog) or wbreplay --mark-clean's before the
+# target constructs (midlog-wbreplay).
 if wanted midlog; then
 	for target in wbkit upstream; do
 		src=$out/rec/$target-both-s$first_seed
 		[ -f "$src/meta.kv" ] || continue
-		name=$target-midlog
-		state=$out/work/$name-state
-		"$wbcrash" "$src" --save-state midlog --save-to "$state" || { echo "FAIL saving a mid-log state of $src"; fail midlog; continue; }
-		record midlog "$name" bash "$here/record-continue.sh" "$target" "$state" "$out/rec/$name" 160 8 || continue
-		check midlog "$name" "$target" "$subsets" "$torn" --seed "$first_seed"
+		for how in midlog midlog-wbreplay; do
+			name=$target-$how
+			state=$out/work/$name-state
+			"$wbcrash" "$src" --save-state "$how" --save-to "$state" || { echo "FAIL saving a mid-log state of $src"; fail midlog; continue; }
+			record midlog "$name" bash "$here/record-continue.sh" "$target" "$state" "$out/rec/$name" 160 8 || continue
+			check midlog "$name" "$target" "$subsets" "$torn" --seed "$first_seed"
+		done
 	done
 fi
 

@@ -71,7 +71,7 @@ struct Options {
 	bool emit_failing = false;    // emit the failing states (and only them)
 	bool torn_any_order = false;  // tears that skip sectors, not only prefixes
 	unsigned recovery_every = 10; // every Nth passing state: cut the offline replay, rerun
-	std::string save_state;       // final|midlog: write that state as a recording's base and stop
+	std::string save_state;       // final|midlog|midlog-wbreplay: write that state as a recording's base and stop
 	std::string save_to;
 	std::string state_check; // command run on each state's logical image (workload=ext4)
 	std::string work_dir = "/tmp";
@@ -711,7 +711,9 @@ bool same_as_file(const SparseImage& image, std::uint64_t size, const fs::path& 
 
 // --save-state: the whole log's state (final), or that state with one replayed
 // segment in the middle of the log damaged so that the replay stops there
-// with good segments after it (midlog), written as the base of a recording
+// with good segments after it (midlog), or that damaged state after the
+// offline replay with the clean mark (what `wbreplay --mark-clean` does to it:
+// midlog-wbreplay), written as the base of a recording
 // that starts from it: SAVE_TO/base.img, backing and cache as two parts of
 // one device (the layout of mode both), and SAVE_TO/base.kv, the lines
 // record-continue.sh copies into its meta.kv.
@@ -719,8 +721,9 @@ int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
 {
 	if (!meta.stamped || !meta.base.empty())
 		throw UsageError("--save-state needs a stamped recording that starts from empty devices");
-	if (o.save_state != "final" && o.save_state != "midlog")
-		throw UsageError("--save-state takes final or midlog");
+	const bool midlog = o.save_state == "midlog" || o.save_state == "midlog-wbreplay";
+	if (o.save_state != "final" && !midlog)
+		throw UsageError("--save-state takes final, midlog or midlog-wbreplay");
 	if (o.save_to.empty())
 		throw UsageError("--save-state needs --save-to");
 	const std::uint64_t logged = meta.log_backing_offset ? meta.log_cache_offset + meta.cache_bytes : meta.cache_bytes;
@@ -746,7 +749,7 @@ int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
 	copy(meta.log_cache_offset, meta.backing_bytes, meta.cache_bytes);
 
 	std::string damage;
-	if (o.save_state == "midlog") {
+	if (midlog) {
 		DeviceWindow cache(out, "cache", meta.backing_bytes, meta.cache_bytes);
 		ScanOptions scan_options;
 		scan_options.backing_bytes = meta.backing_bytes;
@@ -773,6 +776,17 @@ int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
 			throw UsageError(fmt::format("midlog: damaging segment {} did not stop the replay there", seg.id));
 		damage = fmt::format("damaged_segment={} slot={} record={} max_id={} discarded={}", seg.id, seg.slot,
 				     scan.sb_record, scan.max_id, after.discarded_segments);
+		if (o.save_state == "midlog-wbreplay") {
+			DeviceWindow backing(out, "backing", 0, meta.backing_bytes);
+			auto replayed = std::make_shared<LogScan>(after);
+			ReplayOptions replay_options;
+			replay_options.backing_sectors = meta.backing_bytes / StampWorkload::sector;
+			execute_replay(replay_plan(replayed, replay_options), cache, backing);
+			mark_cache_clean(cache, *replayed);
+			const LogScan clean = scan_log(cache, scan_options);
+			damage += fmt::format(" wbreplay_mark_clean=yes then: last_flushed={} last_writeback={} good_after_stop={}",
+					      clean.last_flushed_id, clean.last_writeback_id, clean.discarded_segments);
+		}
 	}
 	fs::create_directories(o.save_to);
 	out.save((fs::path(o.save_to) / "base.img").string());
@@ -782,7 +796,7 @@ int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
 	kv << "seed=" << meta.workload.seed << "\npartial_pct=" << meta.workload.partial_pct << "\n";
 	kv << "backing_bytes=" << meta.backing_bytes << "\ncache_bytes=" << meta.cache_bytes << "\n";
 	kv << "source_ops=" << meta.ops << "\n";
-	if (o.save_state == "final")
+	if (!midlog)
 		kv << "prior_level=" << level << "\nprior_limit=" << std::min(meta.ops, level + meta.flush_every)
 		   << "\nprior_any=0\n";
 	else
@@ -854,7 +868,8 @@ int main(int argc, char** argv)
 	app.add_flag("--torn-any-order", o.torn_any_order, "tear writes at any subset of their sectors, not only a prefix");
 	app.add_option("--recovery-every", o.recovery_every, "cut and rerun the offline replay on every Nth state (0: never)");
 	app.add_option("--stamp-image", o.stamp_image, "write the image of the whole workload here and stop");
-	app.add_option("--save-state", o.save_state, "final|midlog: write that state as the base of a new recording and stop");
+	app.add_option("--save-state", o.save_state,
+		       "final|midlog|midlog-wbreplay: write that state as the base of a new recording and stop");
 	app.add_option("--save-to", o.save_to, "directory for --save-state");
 	app.add_option("--state-check", o.state_check, "command that checks each state's logical image (workload=ext4)");
 	app.add_option("--work-dir", o.work_dir, "where --state-check's images go");
