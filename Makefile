@@ -66,8 +66,8 @@ test-asan: deps-build
 	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
 
 # The tests that run threads (the scan's parallel verification, the replay
-# executor's reader thread, recovery) under ThreadSanitizer.
-TSAN_TESTS = test_log_scan test_log_verifier test_replay test_recover test_engine_corpus
+# executor's reader thread, recovery, the index's parallel sort) under ThreadSanitizer.
+TSAN_TESTS = test_log_scan test_log_verifier test_replay test_recover test_engine_corpus test_bucket_sort
 test-tsan: deps-build
 	@test -f $(BUILD_TSAN)/CMakeCache.txt || cmake -S . -B $(BUILD_TSAN) -DWBKIT_TSAN=ON -DWBKIT_PYTHON=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $(TSAN_TESTS)

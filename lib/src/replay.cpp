@@ -380,12 +380,36 @@ std::function<bool(const ReplayExtent&)> write_when_verified(LogVerifier& verifi
 	};
 }
 
-void mark_cache_clean(Device& cache, const LogScan& scan)
+std::uint64_t mark_cache_clean(Device& cache, const LogScan& scan)
 {
+	// Slots from the stop point on are not part of the log, yet a good
+	// segment there keeps an id that the next segments reuse and follow: a
+	// later replay would walk from the new segments into it and put its
+	// older data over theirs (upstream's target does). So their headers go,
+	// as the target's own replay zeroes them, and they go before the record:
+	// a power cut in between leaves the old record, and the same replay.
+	std::uint64_t zeroed = 0;
+	if (scan.stop_slot) {
+		const std::uint64_t nr = scan.slots.size();
+		const std::uint64_t oldest = wb_oldest_slot(scan.max_id, nr);
+		AlignedBuffer zeros(block_size);
+		std::ranges::fill(zeros.span(), std::byte{0});
+		bool after_stop = false;
+		for (std::uint64_t step = 0; step < nr; ++step) {
+			const std::uint64_t slot = wb_ring_slot(oldest, step, nr);
+			after_stop |= slot == *scan.stop_slot;
+			if (!after_stop || scan.slots[slot].state == SlotState::empty)
+				continue;
+			cache.write_exact(scan.geometry.slot_offset(slot), zeros.span());
+			++zeroed;
+		}
+		cache.flush_or_throw();
+	}
 	AlignedBuffer sector(sector_size);
 	write_superblock_record(sector.span(), scan.last_flushed_id);
 	cache.write_exact(WB_SB_RECORD_OFFSET, sector.span());
 	cache.flush_or_throw();
+	return zeroed;
 }
 
 std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)

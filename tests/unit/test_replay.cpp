@@ -403,6 +403,83 @@ TEST(ReplayMarkClean, RecordMakesTheNextScanClean)
 	EXPECT_EQ(replay_plan(after).summary().extents, 0u);
 }
 
+// A segment as the target writes it after going live: one dirty block.
+void write_live_segment(Device& cache, std::uint64_t id, std::uint64_t block_sector, std::span<const std::byte> block)
+{
+	const Geometry geometry = Geometry::for_cache_bytes(cache.size_bytes());
+	AlignedBuffer segment(2 * block_size);
+	std::ranges::fill(segment.span(), std::byte{0});
+	std::ranges::copy(block, segment.span().begin() + block_size);
+	SegmentHeader header;
+	header.id = id;
+	header.length = 1;
+	header.metablocks[0] = {.sector = block_sector, .dirty_bits = 0xff};
+	write_segment_header(segment.span().first(block_size), header); // the checksum covers the header too
+	header.checksum = segment_checksum(segment.span(), 1);
+	write_segment_header(segment.span().first(block_size), header);
+	cache.write_exact(geometry.slot_offset(geometry.slot_of_id(id)), segment.span());
+	cache.flush_or_throw();
+}
+
+TEST(ReplayMarkClean, AfterAStopInTheLogTheNextSegmentsDoNotRunIntoOldOnes)
+{
+	// Segments 1..6 all write block 0; 4 is damaged, so the replay stops
+	// after 3 and the good 5 and 6 lie after the stop point. Marked clean
+	// (forced), then the target goes live and reuses ids 4 and 5 for new
+	// writes, then the power fails: the next replay must end with the new
+	// data. Were the old 6 still there, its id would follow the new 5 and
+	// its old block 0 would be replayed over the new one.
+	Images s(8, 1 * MiB, 17);
+	{
+		LogWriter writer(*s.cache);
+		for (std::uint64_t id = 1; id <= 6; ++id) {
+			writer.write(0, pattern_bytes(4096, id));
+			writer.flush();
+		}
+		writer.corrupt_segment_data(4);
+	}
+	const LogScan stopped = scan_log(*s.cache);
+	ASSERT_EQ(stopped.last_flushed_id, 3u);
+	ASSERT_EQ(stopped.discarded_segments, 2u);
+	execute_replay(replay_plan(stopped), *s.cache, *s.backing);
+	EXPECT_EQ(mark_cache_clean(*s.cache, stopped), 3u); // slots of 4, 5 and 6
+
+	const LogScan marked = scan_log(*s.cache);
+	EXPECT_EQ(marked.max_id, 3u);
+	EXPECT_EQ(marked.discarded_segments, 0u);
+	EXPECT_EQ(marked.dirty_blocks, 0u);
+
+	const auto newest = pattern_bytes(4096, 100);
+	write_live_segment(*s.cache, 4, 0, newest);
+	write_live_segment(*s.cache, 5, 64, pattern_bytes(4096, 101));
+	const LogScan after_crash = scan_log(*s.cache);
+	EXPECT_EQ(after_crash.last_flushed_id, 5u);
+	execute_replay(replay_plan(after_crash), *s.cache, *s.backing);
+	std::vector<std::byte> block0(4096);
+	s.backing->read_exact(0, block0);
+	EXPECT_TRUE(block0 == newest) << "an old segment after the stop point was replayed over newer data";
+}
+
+TEST(ReplayMarkClean, WithoutAStopOnlyTheRecordIsWritten)
+{
+	Images s(8, 1 * MiB, 18);
+	{
+		LogWriter writer(*s.cache);
+		writer.write(0, pattern_bytes(4096, 1));
+		writer.flush();
+	}
+	const std::vector<std::byte> before = read_all(*s.cache);
+	const LogScan scan = scan_log(*s.cache);
+	EXPECT_EQ(mark_cache_clean(*s.cache, scan), 0u);
+	const std::vector<std::byte> after = read_all(*s.cache);
+	ASSERT_EQ(before.size(), after.size());
+	for (std::size_t i = 0; i < after.size(); ++i) {
+		if (i / sector_size != WB_SB_RECORD_OFFSET / sector_size) {
+			ASSERT_EQ(before[i], after[i]) << "byte " << i << " changed";
+		}
+	}
+}
+
 TEST(ReplaySafety, Refusals)
 {
 	Images s(8, 1 * MiB, 16);

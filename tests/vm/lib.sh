@@ -26,7 +26,7 @@ VM_WBKIT_KO=${VM_WBKIT_KO:-$WBKIT_ROOT/kmod/dm-wbkit.ko}
 
 # Loaded by /init in this order: crc32c must exist before libcrc32c, and the
 # dm core modules before an out-of-tree target is insmod'ed.
-VM_BOOT_MODULES=(virtio_pci virtio_blk crc32c_generic dm-mod dm-bufio libcrc32c dm-flakey dm-log-writes)
+VM_BOOT_MODULES=(virtio_pci virtio_blk crc32c_generic dm-mod dm-bufio libcrc32c dm-flakey dm-log-writes dm-delay)
 # In the initramfs but not loaded at boot: a guest script that needs one
 # runs `modprobe` (the ext4 workload of tests/crash/record-ext4.sh).
 VM_EXTRA_MODULES=(ext4)

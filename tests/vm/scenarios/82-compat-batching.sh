@@ -7,7 +7,12 @@
 # - foreground writes of three times the cache: the ring is full and every
 #   writer waits for one slot, so batches shrink to 1;
 # - idle, drop_caches: as slots come free the batch grows back to 4 (the
-#   status is polled while drop_caches runs; the largest value seen is 4);
+#   status is polled while drop_caches runs; the largest value seen is 4).
+#   Upstream recounts its free slots once a second (its modulator thread):
+#   until then its batches stay at 1, and a fast backing disk can take the
+#   whole cache back in that second. The backing device is a dm-delay
+#   device: writes are held 200 ms while drop_caches runs, so the
+#   writeback lasts seconds on both modules;
 # - foreground writes again: back to 1.
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
@@ -26,18 +31,26 @@ rc=0
 vm_run - "$work/backing.img" "$work/cache-up.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
 . /lib/wbguest.sh
 batch() { wb_dm_status wb | cut -d' ' -f29; }
+backing_sectors=$(wb_sectors /dev/vda)
+wb_dm_create slow "0 $backing_sectors delay /dev/vda 0 0"
+write_delay() { # <ms>: holds each write to the backing disk that long
+	$DMSETUP suspend slow &&
+		$DMSETUP load slow --table "0 $backing_sectors delay /dev/vda 0 0 /dev/vda 0 $1" &&
+		$DMSETUP resume slow || wb_fail "setting the backing disk's write delay to $1 ms failed"
+}
 pressure() { # <tag> <seek in MiB>: 100 MiB of writes, no flush
 	$DD if=/dev/urandom of=/dev/mapper/wb bs=1M count=100 seek="$2" oflag=direct 2>/dev/null ||
 		wb_fail "$1: writes failed"
 }
 run() { # <cache> <tag>
-	wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda $1 4 writeback_threshold 0 nr_max_batched_writeback 4"
+	wb_dm_create wb "0 $backing_sectors writeboost /dev/mapper/slow $1 4 writeback_threshold 0 nr_max_batched_writeback 4"
 	wb_report "fresh_$2" "$(batch)"
 	pressure "$2" 0
 	wb_report "pressure_$2" "$(batch)"
 	wb_report "segments_$2" "$(wb_dm_status wb | cut -d' ' -f3)"
 	# Upstream's drop_caches waits for the RAM buffer too: flush it first.
 	$DD if=/dev/null of=/dev/mapper/wb bs=4k count=0 conv=fsync,notrunc 2>/dev/null || wb_fail "$2: flush failed"
+	write_delay 200
 	$DMSETUP message wb 0 drop_caches &
 	pid=$!
 	seen=""
@@ -49,6 +62,7 @@ run() { # <cache> <tag>
 		sleep 0.05
 	done
 	wait $pid || wb_fail "$2: drop_caches failed"
+	write_delay 0
 	wb_report "idle_seen_$2" "$(echo $seen | tr ' ' ,)"
 	wb_report "idle_max_$2" "$max"
 	wb_report "idle_dirty_$2" "$(wb_dm_status wb | cut -d' ' -f7)"
