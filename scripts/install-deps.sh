@@ -16,7 +16,7 @@ BUILD_PACKAGES=(
 # Kernel module build and the in-VM tests.
 VM_PACKAGES=(
 	linux-image-amd64 linux-headers-amd64 qemu-system-x86 qemu-utils
-	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms dbench
+	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms dbench e2fsprogs
 )
 
 want=("${BUILD_PACKAGES[@]}")
