@@ -502,7 +502,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 	struct wb_segment_header_device *hdr;
 	void *buf = wb->rambuf[0];
 	bool wrote_backing = false;
-	u64 max_id = 0, last_id = 0, record, lw, k, i, start, nr_discarded = 0;
+	u64 max_id = 0, last_id = 0, record, lw, k, i, start, stop, nr_discarded = 0;
 	int err;
 
 	err = wb_scan_ids(wb, &max_id);
@@ -556,9 +556,12 @@ static int wb_replay(struct wb_device *wb, char **error)
 	/*
 	 * Segments from the stop point on are not part of the log. After a
 	 * power cut that is only ever the torn newest one; more means damaged
-	 * media. Their headers are zeroed (see above).
+	 * media. Their headers are zeroed (see above), newest first and the
+	 * stop slot last, each with FUA: while the stop slot stands, a power
+	 * cut in between leaves a log that stops at the same place. Zeroed
+	 * first, it would let the next walk run on into the old segments.
 	 */
-	for (; max_id && i < wb->nr_segments; i++) {
+	for (stop = i, i = wb->nr_segments; max_id && i-- > stop;) {
 		k = wb_ring_slot(start, i, wb->nr_segments);
 		if (!wb->segs[k].id)
 			continue;

@@ -9,14 +9,14 @@ BUILD_PACKAGES=(
 	build-essential cmake pkg-config
 	libcli11-dev libfmt-dev libcrypto++-dev libisal-dev libgtest-dev nlohmann-json3-dev
 	pybind11-dev python3-dev python3-pytest python3-matplotlib
-	zstd clang libclang-rt-14-dev clang-format-14 util-linux xxd time
+	zstd clang libclang-rt-14-dev clang-format-14 util-linux xxd time strace
 	linux-source-6.1
 	scdoc man-db bash-completion dpkg-dev python3-jsonschema
 )
 # Kernel module build and the in-VM tests.
 VM_PACKAGES=(
 	linux-image-amd64 linux-headers-amd64 qemu-system-x86 qemu-utils
-	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms dbench
+	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms dbench e2fsprogs
 )
 
 want=("${BUILD_PACKAGES[@]}")

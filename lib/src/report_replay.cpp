@@ -49,6 +49,7 @@ nlohmann::json replay_report_head(const ReplayPlan& plan, const ReplayRun& run)
 		{"forced", run.overridden},
 		{"scan_seconds", run.scan_seconds},
 		{"marked_clean", run.marked_clean},
+		{"headers_zeroed", run.headers_zeroed},
 		{"mark_clean_refused", run.mark_clean_refused.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.mark_clean_refused)},
 	};
 	if (run.result)
@@ -112,6 +113,11 @@ void print_replay_report(std::ostream& out, const ReplayPlan& plan, const Replay
 	if (run.marked_clean)
 		fmt::print(out, "marked clean: superblock record = {} (the target will not replay this log again)\n",
 			   scan.last_flushed_id);
+	if (run.headers_zeroed)
+		fmt::print(out,
+			   "zeroed   the headers of {} slot(s) from the stop point on, as the target does: "
+			   "they are no longer part of the log\n",
+			   run.headers_zeroed);
 	if (!run.mark_clean_refused.empty())
 		fmt::print(out, "not marked clean: {}\n", run.mark_clean_refused);
 }

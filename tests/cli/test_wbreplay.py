@@ -141,6 +141,34 @@ def test_torn_newest_segment_is_not_a_failure(synth):
     assert "torn-newest-segment" in {s["reason"] for s in report["segments"]}
 
 
+def test_mark_clean_after_a_stop_zeroes_the_headers_from_the_stop_point_on(synth, build_dir):
+    # Forced past a damaged segment: the good segments after it must not stay
+    # in the ring for the target's next segments to run into.
+    cache, backing, _ = synth("--writes", "600", "--flush-every", "20", "--corrupt-id", "5", damaged=True)
+    before = json.loads(run([build_dir / "tools" / "wbdump" / "wbdump", "--json", cache]).stdout)["log"]
+    assert before["stop"]["segment_id"] == 5 and before["discarded_segments"] >= 2
+    result = wbreplay("--cache", cache, "--backing", backing, "--json", "--mark-clean", "--force", "-q")
+    assert result.returncode == DAMAGE, result.stderr
+    report = json.loads(result.stdout)
+    assert report["marked_clean"] is True
+    assert report["headers_zeroed"] == 1 + before["discarded_segments"]
+    dump = run([build_dir / "tools" / "wbdump" / "wbdump", "--json", cache])
+    assert dump.returncode == OK, dump.stdout
+    after = json.loads(dump.stdout)
+    assert after["log"]["max_id"] == 4 and after["log"]["dirty_blocks"] == 0
+    assert not [f for f in after["findings"] if f["code"] == "valid-segments-discarded"]
+
+
+def test_mark_clean_after_a_torn_newest_segment_zeroes_its_header_only(synth):
+    cache, backing, _ = synth("--writes", "300", "--flush-every", "30", "--tear-newest", damaged=True)
+    result = wbreplay("--cache", cache, "--backing", backing, "--json", "--mark-clean", "-q")
+    assert result.returncode == OK, result.stderr
+    report = json.loads(result.stdout)
+    assert report["marked_clean"] is True and report["headers_zeroed"] == 1
+    text = wbreplay("--cache", cache, "--backing", backing, "--mark-clean", "-q")
+    assert text.returncode == OK and "zeroed" not in text.stdout
+
+
 def test_progress_lines_when_stderr_is_not_a_terminal_and_silence_with_q(synth):
     cache, backing, _ = synth()
     loud = wbreplay("--cache", cache, "--backing", backing)

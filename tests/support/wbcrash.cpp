@@ -16,6 +16,15 @@
 // one big file for the kernel check in the VM (tests/crash/kernel-check.sh).
 // A failure prints the entry number and the first lost sector and keeps the
 // state's images under --keep.
+//
+// A recording may start from a crash state instead of empty devices (meta
+// base=, tests/crash/record-continue.sh): the target constructs on it (its
+// replay writes the backing device), maybe takes new writes, and is removed.
+// Writes acknowledged before that state (prior_level, or none with
+// prior_any=1) must survive every crash state of the new log too.
+// --save-state writes such a starting state. With workload=ext4 the stamp
+// rule is replaced by --state-check, a command run on each state's logical
+// image (tests/crash/ext4-check.sh).
 // A developer and test tool, not installed.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -62,6 +71,10 @@ struct Options {
 	bool emit_failing = false;    // emit the failing states (and only them)
 	bool torn_any_order = false;  // tears that skip sectors, not only prefixes
 	unsigned recovery_every = 10; // every Nth passing state: cut the offline replay, rerun
+	std::string save_state;       // final|midlog|midlog-wbreplay: write that state as a recording's base and stop
+	std::string save_to;
+	std::string state_check; // command run on each state's logical image (workload=ext4)
+	std::string work_dir = "/tmp";
 };
 
 // A destination that loses power after a byte budget: the write that crosses
@@ -100,11 +113,20 @@ private:
 
 struct Meta {
 	std::string target, mode;
+	bool stamped = true; // workload=stamp (default) or ext4
 	StampWorkload workload;
 	std::uint64_t ops = 0, flush_every = 0;
+	std::uint64_t first = 1; // the first write of this recording's workload
 	std::uint64_t backing_bytes = 0, cache_bytes = 0;
 	std::optional<std::uint64_t> log_backing_offset;
 	std::uint64_t log_cache_offset = 0;
+	// A recording that starts from a crash state: the logged device's content
+	// before the first entry, and the writes acknowledged (1..prior_level) or
+	// possibly issued (up to prior_limit) before it. prior_any: that state's
+	// data need not survive (a damaged cache); only this recording's writes count.
+	std::string base;
+	std::uint64_t prior_level = 0, prior_limit = 0;
+	bool prior_any = false;
 };
 
 Meta read_meta(const fs::path& file)
@@ -125,15 +147,29 @@ Meta read_meta(const fs::path& file)
 			throw UsageError(fmt::format("{}: no {}=", file.string(), key));
 		return std::stoull(it->second);
 	};
+	auto num_or = [&](const std::string& key, std::uint64_t fallback) {
+		return kv.count(key) ? num(key) : fallback;
+	};
 	Meta m;
 	m.target = kv["target"];
 	m.mode = kv["mode"];
-	m.workload.seed = num("seed");
-	m.workload.partial_pct = unsigned(num("partial_pct"));
+	if (kv.count("workload") && kv["workload"] != "stamp" && kv["workload"] != "ext4")
+		throw UsageError(fmt::format("{}: unknown workload={}", file.string(), kv["workload"]));
+	m.stamped = !kv.count("workload") || kv["workload"] == "stamp";
+	m.workload.seed = num_or("seed", 0);
+	m.workload.partial_pct = unsigned(num_or("partial_pct", 0));
 	m.workload.region_offset = 0;
 	m.workload.region_size = num("backing_bytes");
 	m.ops = num("ops");
-	m.flush_every = num("flush_every");
+	m.flush_every = num_or("flush_every", 1);
+	m.first = num_or("first", 1);
+	m.prior_level = num_or("prior_level", 0);
+	m.prior_limit = std::max(m.prior_level, num_or("prior_limit", 0));
+	m.prior_any = num_or("prior_any", 0) != 0;
+	if (kv.count("base") && !kv["base"].empty())
+		m.base = (file.parent_path() / kv["base"]).string();
+	if (m.first == 0 || m.prior_limit >= m.first)
+		throw UsageError(fmt::format("{}: prior writes must come before first={}", file.string(), m.first));
 	m.backing_bytes = num("backing_bytes");
 	m.cache_bytes = num("cache_bytes");
 	if (kv["log_backing_offset"] != "none")
@@ -169,6 +205,7 @@ struct StateDevices {
 
 struct Counts {
 	std::uint64_t flush = 0, subset = 0, torn = 0, failures = 0, emitted = 0, recovery = 0;
+	std::uint64_t unformatted = 0; // ext4: states before the file system existed (not counted)
 	std::uint64_t total() const { return flush + subset + torn; }
 };
 
@@ -177,8 +214,18 @@ public:
 	Checker(const Options& o, const Meta& meta, const LogWritesLog& log)
 		: o_(o), meta_(meta), log_(log), rng_(o.seed),
 		  logged_size_(meta.log_backing_offset ? meta.log_cache_offset + meta.cache_bytes : meta.cache_bytes),
-		  newest_(meta.backing_bytes / StampWorkload::sector, 0)
+		  newest_(meta.backing_bytes / StampWorkload::sector, 0), initial_("logged", logged_size_)
 	{
+		if (!meta.base.empty())
+			load_base(meta.base);
+		// What the state the recording started from had acknowledged.
+		if (meta.stamped)
+			for (std::uint64_t seq = 1; seq <= meta.prior_level; ++seq) {
+				auto op = meta.workload.op_at(seq);
+				for (unsigned i = 0; i < op.nr_sectors; ++i)
+					newest_[op.sector + i] = seq;
+			}
+		level_ = meta.first - 1;
 		if (!o.emit.empty()) {
 			fs::create_directories(o.emit);
 			emit_fd_ = ::open((fs::path(o.emit) / "states.img").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -199,7 +246,7 @@ public:
 	// Walks the log once, building each window's states from the prefix image.
 	SparseImage run()
 	{
-		SparseImage current("logged", logged_size_);
+		SparseImage current = initial_;
 		SparseImage base = current;
 		std::vector<const LogWritesEntry*> pending;
 		std::optional<std::uint64_t> base_entry; // the barrier the base ends with
@@ -231,10 +278,31 @@ public:
 	}
 
 private:
+	void load_base(const std::string& file)
+	{
+		std::ifstream in(file, std::ios::binary);
+		if (!in)
+			throw IoError("cannot read", file, errno);
+		if (fs::file_size(file) != logged_size_)
+			throw UsageError(fmt::format("{}: {} bytes, the logged device has {}", file, fs::file_size(file),
+						     logged_size_));
+		std::vector<char> page(SparseImage::page_size);
+		for (std::uint64_t off = 0; off < logged_size_; off += page.size()) {
+			in.read(page.data(), std::streamsize(page.size()));
+			if (std::any_of(page.begin(), page.end(), [](char c) { return c != 0; }))
+				initial_.write_exact(off, std::as_bytes(std::span(page)));
+		}
+	}
+
 	void raise_level(std::uint64_t level)
 	{
 		if (level > meta_.ops)
 			throw UsageError(fmt::format("mark f{} is past the workload's {} writes", level, meta_.ops));
+		marked_ = true;
+		if (!meta_.stamped) {
+			level_ = std::max(level_, level);
+			return;
+		}
 		for (std::uint64_t seq = level_ + 1; seq <= level; ++seq) {
 			auto op = meta_.workload.op_at(seq);
 			for (unsigned i = 0; i < op.nr_sectors; ++i)
@@ -334,6 +402,11 @@ private:
 
 	void check_state(const SparseImage& state, const char* kind, std::uint64_t entry, std::uint64_t& counter)
 	{
+		// Before the first mark the file system is not made yet: nothing to check.
+		if (!meta_.stamped && !marked_) {
+			++counts_.unformatted;
+			return;
+		}
 		++counter;
 		StateDevices devices(state, meta_);
 		SparseImage& work = devices.work;
@@ -356,7 +429,9 @@ private:
 			replay_error = ex.what();
 		}
 
-		std::string problem = replay_error.empty() ? verify(*backing) : "replay threw: " + replay_error;
+		std::string problem = !replay_error.empty() ? "replay threw: " + replay_error
+				      : meta_.stamped       ? verify(*backing)
+							    : run_state_check(*backing);
 		if (problem.empty() && o_.recovery_every && counts_.total() % o_.recovery_every == 0)
 			problem = check_cut_replay(state, *backing);
 		if (!problem.empty()) {
@@ -451,8 +526,10 @@ private:
 					ok = true;
 				else if (seq > level_ && seq <= limit)
 					ok = meta_.workload.op_at(seq).covers(done);
+				else if (seq > must && seq > meta_.prior_level && seq <= meta_.prior_limit)
+					ok = meta_.workload.op_at(seq).covers(done); // in flight when the prior state was cut
 				else if (!must)
-					ok = !seq && StampWorkload::all_zero(sec);
+					ok = meta_.prior_any || (!seq && StampWorkload::all_zero(sec));
 				else
 					ok = false;
 				if (!ok) {
@@ -467,6 +544,41 @@ private:
 			}
 		}
 		return {};
+	}
+
+	// workload=ext4: the logical image goes to a file and the --state-check
+	// command judges it: `CMD IMAGE LEVEL RECORDING`, exit 0 when it holds
+	// everything acknowledged up to mark f<LEVEL>; its last output line says why not.
+	std::string run_state_check(Device& logical)
+	{
+		if (o_.state_check.empty())
+			throw UsageError("workload=ext4 needs --state-check");
+		const fs::path image = fs::path(o_.work_dir) / fmt::format("wbcrash-state-{}.img", ::getpid());
+		save_device(logical, image);
+		const std::string cmd = fmt::format("{} '{}' {} '{}' 2>&1", o_.state_check, image.string(), level_,
+						    fs::absolute(o_.recording).string());
+		FILE* pipe = ::popen(cmd.c_str(), "r");
+		if (!pipe)
+			throw IoError("cannot run", o_.state_check, errno);
+		std::string last, line;
+		char buf[4096];
+		while (std::fgets(buf, sizeof buf, pipe)) {
+			line += buf;
+			if (!line.empty() && line.back() == '\n') {
+				line.pop_back();
+				if (!line.empty())
+					last = line;
+				line.clear();
+			}
+		}
+		if (!line.empty())
+			last = line;
+		const int status = ::pclose(pipe);
+		fs::remove(image);
+		if (status == 0)
+			return {};
+		return fmt::format("state check (files of marks <= f{}): {}", level_,
+				   last.empty() ? "failed without a message" : last);
 	}
 
 	void report_failure(const SparseImage& state, SparseImage& work, Device& backing, const char* kind,
@@ -549,6 +661,8 @@ private:
 	std::uint64_t logged_size_;
 	std::vector<std::uint64_t> newest_; // newest write <= level_ per sector
 	std::uint64_t level_ = 0;
+	bool marked_ = false;
+	SparseImage initial_; // the logged device before the first entry
 	Counts counts_;
 	int emit_fd_ = -1;
 	std::uint64_t emit_end_ = 0;
@@ -595,12 +709,114 @@ bool same_as_file(const SparseImage& image, std::uint64_t size, const fs::path& 
 	return true;
 }
 
+// --save-state: the whole log's state (final), or that state with one replayed
+// segment in the middle of the log damaged so that the replay stops there
+// with good segments after it (midlog), or that damaged state after the
+// offline replay with the clean mark (what `wbreplay --mark-clean` does to it:
+// midlog-wbreplay), written as the base of a recording
+// that starts from it: SAVE_TO/base.img, backing and cache as two parts of
+// one device (the layout of mode both), and SAVE_TO/base.kv, the lines
+// record-continue.sh copies into its meta.kv.
+int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
+{
+	if (!meta.stamped || !meta.base.empty())
+		throw UsageError("--save-state needs a stamped recording that starts from empty devices");
+	const bool midlog = o.save_state == "midlog" || o.save_state == "midlog-wbreplay";
+	if (o.save_state != "final" && !midlog)
+		throw UsageError("--save-state takes final, midlog or midlog-wbreplay");
+	if (o.save_to.empty())
+		throw UsageError("--save-state needs --save-to");
+	const std::uint64_t logged = meta.log_backing_offset ? meta.log_cache_offset + meta.cache_bytes : meta.cache_bytes;
+	SparseImage state("logged", logged);
+	std::uint64_t level = 0;
+	for (const auto& e : log.entries()) {
+		if (e.is_mark() && e.mark.size() > 1 && e.mark[0] == 'f')
+			level = std::max<std::uint64_t>(level, std::stoull(e.mark.substr(1)));
+		apply_entry(log, e, state);
+	}
+	SparseImage out("base", meta.backing_bytes + meta.cache_bytes);
+	std::vector<std::byte> buf(1 << 20);
+	auto copy = [&](std::uint64_t from, std::uint64_t to, std::uint64_t size) {
+		for (std::uint64_t done = 0; done < size; done += buf.size()) {
+			auto chunk = std::span(buf.data(), std::size_t(std::min<std::uint64_t>(buf.size(), size - done)));
+			state.read_exact(from + done, chunk);
+			if (std::any_of(chunk.begin(), chunk.end(), [](std::byte b) { return b != std::byte{0}; }))
+				out.write_exact(to + done, chunk);
+		}
+	};
+	if (meta.log_backing_offset)
+		copy(*meta.log_backing_offset, 0, meta.backing_bytes);
+	copy(meta.log_cache_offset, meta.backing_bytes, meta.cache_bytes);
+
+	std::string damage;
+	if (midlog) {
+		DeviceWindow cache(out, "cache", meta.backing_bytes, meta.cache_bytes);
+		ScanOptions scan_options;
+		scan_options.backing_bytes = meta.backing_bytes;
+		const LogScan scan = scan_log(cache, scan_options);
+		if (scan.log.size() < 3)
+			throw UsageError(fmt::format("midlog: the log has {} segments, too few to stop in its middle", scan.log.size()));
+		// As tests/vm/scenarios/75: a few segments below the superblock
+		// record when there is one; else the second segment, which leaves
+		// the most good segments beyond the stop point: their old data must
+		// not come back over new writes that reuse their ids.
+		std::size_t victim = 1;
+		for (std::size_t i = 1; i + 1 < scan.log.size(); ++i)
+			if (scan.sb_record >= 3 && scan.log[i].id == scan.sb_record - 3)
+				victim = i;
+		const LogSegment& seg = scan.log[victim];
+		// A byte of its metablock area, which the checksum covers.
+		const std::uint64_t at = scan.geometry.slot_offset(seg.slot) + 1000;
+		std::byte b[1];
+		cache.read_exact(at, b);
+		b[0] ^= std::byte{0xff};
+		cache.write_exact(at, b);
+		const LogScan after = scan_log(cache, scan_options);
+		if (!after.stop_slot || *after.stop_slot != seg.slot || after.discarded_segments == 0)
+			throw UsageError(fmt::format("midlog: damaging segment {} did not stop the replay there", seg.id));
+		damage = fmt::format("damaged_segment={} slot={} record={} max_id={} discarded={}", seg.id, seg.slot,
+				     scan.sb_record, scan.max_id, after.discarded_segments);
+		if (o.save_state == "midlog-wbreplay") {
+			DeviceWindow backing(out, "backing", 0, meta.backing_bytes);
+			auto replayed = std::make_shared<LogScan>(after);
+			ReplayOptions replay_options;
+			replay_options.backing_sectors = meta.backing_bytes / StampWorkload::sector;
+			execute_replay(replay_plan(replayed, replay_options), cache, backing);
+			mark_cache_clean(cache, *replayed);
+			const LogScan clean = scan_log(cache, scan_options);
+			damage += fmt::format(" wbreplay_mark_clean=yes then: last_flushed={} last_writeback={} good_after_stop={}",
+					      clean.last_flushed_id, clean.last_writeback_id, clean.discarded_segments);
+		}
+	}
+	fs::create_directories(o.save_to);
+	out.save((fs::path(o.save_to) / "base.img").string());
+	std::ofstream kv(fs::path(o.save_to) / "base.kv");
+	kv << "source=" << fs::path(o.recording).filename().string() << " " << o.save_state << "\n";
+	kv << "source_target=" << meta.target << "\nsource_mode=" << meta.mode << "\n";
+	kv << "seed=" << meta.workload.seed << "\npartial_pct=" << meta.workload.partial_pct << "\n";
+	kv << "backing_bytes=" << meta.backing_bytes << "\ncache_bytes=" << meta.cache_bytes << "\n";
+	kv << "source_ops=" << meta.ops << "\n";
+	if (!midlog)
+		kv << "prior_level=" << level << "\nprior_limit=" << std::min(meta.ops, level + meta.flush_every)
+		   << "\nprior_any=0\n";
+	else
+		kv << "prior_level=0\nprior_limit=0\nprior_any=1\nsource_damage=" << damage << "\n";
+	std::cout << fmt::format("saved the {} state of {} (acknowledged writes 1..{}) in {}{}{}\n", o.save_state,
+				 fs::path(o.recording).filename().string(), level, o.save_to, damage.empty() ? "" : ": ",
+				 damage);
+	return 0;
+}
+
 int run(const Options& o)
 {
 	const fs::path dir(o.recording);
 	const Meta meta = read_meta(dir / "meta.kv");
 	if (!o.stamp_image.empty())
 		return write_stamp_image(o, meta);
+	if (!o.save_state.empty()) {
+		LogWritesLog log((dir / "log.img").string());
+		return save_state(o, meta, log);
+	}
 	const auto started = std::chrono::steady_clock::now();
 	LogWritesLog log((dir / "log.img").string());
 	std::uint64_t barriers = 0, marks = 0, writes = 0;
@@ -626,8 +842,9 @@ int run(const Options& o)
 				 dir.filename().string(), meta.target, meta.mode, meta.workload.seed, meta.ops, meta.flush_every,
 				 log.entries().size(), writes, barriers, marks);
 	std::cout << fmt::format("states_checked_a={} flush={} subset={} torn={} recovery_cuts={} failures={} emitted={} "
-				 "seconds={:.1f}\n",
-				 c.total(), c.flush, c.subset, c.torn, c.recovery, c.failures, c.emitted, seconds);
+				 "seconds={:.1f}{}\n",
+				 c.total(), c.flush, c.subset, c.torn, c.recovery, c.failures, c.emitted, seconds,
+				 meta.stamped ? "" : fmt::format(" unformatted={}", c.unformatted));
 	return (c.failures || !replayer_ok) ? 1 : 0;
 }
 
@@ -651,5 +868,10 @@ int main(int argc, char** argv)
 	app.add_flag("--torn-any-order", o.torn_any_order, "tear writes at any subset of their sectors, not only a prefix");
 	app.add_option("--recovery-every", o.recovery_every, "cut and rerun the offline replay on every Nth state (0: never)");
 	app.add_option("--stamp-image", o.stamp_image, "write the image of the whole workload here and stop");
+	app.add_option("--save-state", o.save_state,
+		       "final|midlog|midlog-wbreplay: write that state as the base of a new recording and stop");
+	app.add_option("--save-to", o.save_to, "directory for --save-state");
+	app.add_option("--state-check", o.state_check, "command that checks each state's logical image (workload=ext4)");
+	app.add_option("--work-dir", o.work_dir, "where --state-check's images go");
 	return wbkit::run_tool("wbcrash", app, argc, argv, [&] { return run(o); });
 }

@@ -427,6 +427,171 @@ TEST(ReplayMarkClean, RecordMakesTheNextScanClean)
 	EXPECT_EQ(replay_plan(after).summary().extents, 0u);
 }
 
+// A segment as the target writes it after going live: one dirty block.
+void write_live_segment(Device& cache, std::uint64_t id, std::uint64_t block_sector, std::span<const std::byte> block)
+{
+	const Geometry geometry = Geometry::for_cache_bytes(cache.size_bytes());
+	AlignedBuffer segment(2 * block_size);
+	std::ranges::fill(segment.span(), std::byte{0});
+	std::ranges::copy(block, segment.span().begin() + block_size);
+	SegmentHeader header;
+	header.id = id;
+	header.length = 1;
+	header.metablocks[0] = {.sector = block_sector, .dirty_bits = 0xff};
+	write_segment_header(segment.span().first(block_size), header); // the checksum covers the header too
+	header.checksum = segment_checksum(segment.span(), 1);
+	write_segment_header(segment.span().first(block_size), header);
+	cache.write_exact(geometry.slot_offset(geometry.slot_of_id(id)), segment.span());
+	cache.flush_or_throw();
+}
+
+TEST(ReplayMarkClean, AfterAStopInTheLogTheNextSegmentsDoNotRunIntoOldOnes)
+{
+	// Segments 1..6 all write block 0; 4 is damaged, so the replay stops
+	// after 3 and the good 5 and 6 lie after the stop point. Marked clean
+	// (forced), then the target goes live and reuses ids 4 and 5 for new
+	// writes, then the power fails: the next replay must end with the new
+	// data. Were the old 6 still there, its id would follow the new 5 and
+	// its old block 0 would be replayed over the new one.
+	Images s(8, 1 * MiB, 17);
+	{
+		LogWriter writer(*s.cache);
+		for (std::uint64_t id = 1; id <= 6; ++id) {
+			writer.write(0, pattern_bytes(4096, id));
+			writer.flush();
+		}
+		writer.corrupt_segment_data(4);
+	}
+	const LogScan stopped = scan_log(*s.cache);
+	ASSERT_EQ(stopped.last_flushed_id, 3u);
+	ASSERT_EQ(stopped.discarded_segments, 2u);
+	execute_replay(replay_plan(stopped), *s.cache, *s.backing);
+	EXPECT_EQ(mark_cache_clean(*s.cache, stopped), 3u); // slots of 4, 5 and 6
+
+	const LogScan marked = scan_log(*s.cache);
+	EXPECT_EQ(marked.max_id, 3u);
+	EXPECT_EQ(marked.discarded_segments, 0u);
+	EXPECT_EQ(marked.dirty_blocks, 0u);
+
+	const auto newest = pattern_bytes(4096, 100);
+	write_live_segment(*s.cache, 4, 0, newest);
+	write_live_segment(*s.cache, 5, 64, pattern_bytes(4096, 101));
+	const LogScan after_crash = scan_log(*s.cache);
+	EXPECT_EQ(after_crash.last_flushed_id, 5u);
+	execute_replay(replay_plan(after_crash), *s.cache, *s.backing);
+	std::vector<std::byte> block0(4096);
+	s.backing->read_exact(0, block0);
+	EXPECT_TRUE(block0 == newest) << "an old segment after the stop point was replayed over newer data";
+}
+
+// Records the writes and flushes a device is given, without applying them.
+class WriteRecorder final : public Device {
+public:
+	struct Write {
+		std::uint64_t offset;
+		std::vector<std::byte> data;
+		unsigned epoch; // flushes before it
+	};
+	explicit WriteRecorder(MemoryDevice& under) : under_(under) {}
+	const std::string& path() const noexcept override { return under_.path(); }
+	std::uint64_t size_bytes() const noexcept override { return under_.size_bytes(); }
+	bool is_block_device() const noexcept override { return false; }
+	DeviceIdentity identity() const noexcept override { return {}; }
+	int read_at(std::uint64_t offset, std::span<std::byte> buf) noexcept override
+	{
+		return under_.read_at(offset, buf);
+	}
+	int write_at(std::uint64_t offset, std::span<const std::byte> buf) noexcept override
+	{
+		writes.push_back({offset, {buf.begin(), buf.end()}, epoch_});
+		return 0;
+	}
+	int flush() noexcept override
+	{
+		++epoch_;
+		return 0;
+	}
+	std::vector<Write> writes;
+
+private:
+	MemoryDevice& under_;
+	unsigned epoch_ = 0;
+};
+
+TEST(ReplayMarkClean, APowerCutAnywhereInItLeavesTheSameReplay)
+{
+	// As in the test above: the replay stops at damaged segment 4, good 5
+	// and 6 after it. A cut can leave every write of earlier flush epochs
+	// and any subset of the writes of the current one: on each such disk a
+	// rerun must leave the backing device as the uninterrupted run did.
+	Images s(8, 1 * MiB, 19);
+	{
+		LogWriter writer(*s.cache);
+		for (std::uint64_t id = 1; id <= 6; ++id) {
+			writer.write(0, pattern_bytes(4096, id));
+			writer.write(16 + 8 * id, pattern_bytes(4096, 50 + id));
+			writer.flush();
+		}
+		writer.corrupt_segment_data(4);
+	}
+	MemoryDevice cache("cache", read_all(*s.cache));
+	const std::vector<std::byte> base = read_all(*s.backing);
+	const LogScan scan = scan_log(cache);
+	ASSERT_EQ(scan.discarded_segments, 2u);
+	MemoryDevice replayed("backing", base);
+	execute_replay(replay_plan(scan), cache, replayed);
+
+	WriteRecorder recorder(cache);
+	ASSERT_EQ(mark_cache_clean(recorder, scan), 3u);
+	const auto& writes = recorder.writes;
+	unsigned states = 0;
+	for (std::size_t durable = 0; durable <= writes.size(); ++durable) {
+		// writes[0, durable) reached the media; the epoch of writes[durable]
+		// is in flight: any subset of its writes may have landed too.
+		std::vector<std::size_t> in_flight;
+		for (std::size_t i = durable; i < writes.size() && writes[i].epoch == writes[durable].epoch; ++i)
+			in_flight.push_back(i);
+		for (std::uint64_t subset = 0; subset < (1ULL << in_flight.size()); ++subset) {
+			MemoryDevice cut("cut", cache.bytes());
+			for (std::size_t i = 0; i < durable; ++i)
+				cut.write_exact(writes[i].offset, writes[i].data);
+			for (std::size_t k = 0; k < in_flight.size(); ++k)
+				if (subset >> k & 1)
+					cut.write_exact(writes[in_flight[k]].offset, writes[in_flight[k]].data);
+			// The cut came after the replay (and the backing device's flush):
+			// the rerun replays onto its result.
+			MemoryDevice rerun("backing", replayed.bytes());
+			execute_replay(replay_plan(scan_log(cut)), cut, rerun);
+			ASSERT_EQ(first_difference(rerun.bytes(), replayed.bytes()), -1)
+				<< "cut after " << durable << " durable writes, in-flight subset " << subset;
+			++states;
+		}
+		// Past the in-flight epoch's first write, the next prefixes are covered by its subsets.
+		durable += in_flight.size() > 0 ? in_flight.size() - 1 : 0;
+	}
+	EXPECT_GE(states, 6u);
+}
+
+TEST(ReplayMarkClean, WithoutAStopOnlyTheRecordIsWritten)
+{
+	Images s(8, 1 * MiB, 18);
+	{
+		LogWriter writer(*s.cache);
+		writer.write(0, pattern_bytes(4096, 1));
+		writer.flush();
+	}
+	const std::vector<std::byte> before = read_all(*s.cache);
+	const LogScan scan = scan_log(*s.cache);
+	EXPECT_EQ(mark_cache_clean(*s.cache, scan), 0u);
+	const std::vector<std::byte> after = read_all(*s.cache);
+	ASSERT_EQ(before.size(), after.size());
+	for (std::size_t i = 0; i < after.size(); ++i) {
+		if (i / sector_size != WB_SB_RECORD_OFFSET / sector_size) {
+			ASSERT_EQ(before[i], after[i]) << "byte " << i << " changed";
+		}
+	}
+}
+
 TEST(ReplaySafety, Refusals)
 {
 	Images s(8, 1 * MiB, 16);

@@ -66,6 +66,32 @@ wb_dm_status() {
 	$DMSETUP status "$1" | cut -d' ' -f4-
 }
 
+# wb_status_field <n> [device]: field n of the status after dmsetup's
+# "start length target" prefix (1: cursor_pos, 7: nr_dirty_caches, ...).
+wb_status_field() {
+	wb_dm_status "${2:-wb}" | cut -d' ' -f"$1"
+}
+
+# wb_counters [device]: the 16 hit/miss counters of the status line as one
+# comma-separated token (index k = write << 3 | hit << 2 | on_buffer << 1 | full_size).
+wb_counters() {
+	wb_dm_status "${1:-wb}" | cut -d' ' -f8-23 | tr ' ' ,
+}
+
+# The SHA-256 of stdin, the digest alone.
+wb_digest() {
+	$SHA256SUM | cut -d' ' -f1
+}
+
+# wb_read_blocks <block>...: 4 KiB direct reads of /dev/mapper/wb, data
+# dropped (to count hits and misses).
+wb_read_blocks() {
+	for b in "$@"; do
+		$DD if=/dev/mapper/wb of=/dev/null bs=4k skip="$b" count=1 iflag=direct 2>/dev/null ||
+			wb_fail "read of block $b failed"
+	done
+}
+
 wb_sectors() {
 	$BLOCKDEV --getsz "$1"
 }

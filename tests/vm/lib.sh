@@ -27,12 +27,20 @@ VM_WBKIT_KO=${VM_WBKIT_KO:-$WBKIT_ROOT/kmod/dm-wbkit.ko}
 # Loaded by /init in this order: crc32c must exist before libcrc32c, and the
 # dm core modules before an out-of-tree target is insmod'ed.
 VM_BOOT_MODULES=(virtio_pci virtio_blk crc32c_generic dm-mod dm-bufio libcrc32c dm-flakey dm-log-writes dm-delay)
+# In the initramfs but not loaded at boot: a guest script that needs one
+# runs `modprobe` (the ext4 workload of tests/crash/record-ext4.sh).
+VM_EXTRA_MODULES=(ext4)
 
 # Real programs for what busybox does not do (dmsetup, fio) or does too
 # little of (dd without oflag=direct). They live under /usr so that they never
 # collide with the applet links in /bin; guest scripts call them by full path
 # because busybox sh prefers its own applets to anything in PATH.
-VM_HOST_PROGRAMS=(/usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blockdev /usr/bin/dd /usr/bin/cmp /usr/bin/sha256sum)
+# mkfs.ext4 and sync (fsync of named files and directories) are for the ext4
+# workload of the crash tests.
+VM_HOST_PROGRAMS=(/usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blockdev /usr/bin/dd /usr/bin/cmp /usr/bin/sha256sum
+	/sbin/mkfs.ext4 /usr/bin/sync)
+# Configuration files the programs read, copied as they are.
+VM_HOST_FILES=(/etc/mke2fs.conf)
 
 # Console lines that mean the guest kernel went wrong even if the script
 # carried on. /init prints the kernel log at the end, so warnings that the
@@ -56,7 +64,7 @@ vm_has_wbkit() { [ -r "$VM_WBKIT_KO" ]; }
 
 _vm_module_files() {
 	local m
-	for m in "${VM_BOOT_MODULES[@]}"; do
+	for m in "${VM_BOOT_MODULES[@]}" "${VM_EXTRA_MODULES[@]}"; do
 		modprobe -S "$VM_KVER" -D "$m" | awk '$1 == "insmod" { print $2 }'
 	done | sort -u
 }
@@ -68,7 +76,7 @@ _vm_fingerprint() {
 	{
 		echo "kver $VM_KVER"
 		sha256sum "$VM_DIR/lib.sh" "$VM_DIR/guest-lib.sh" "$VM_DIR/wbstamp.c"
-		for f in "$(command -v busybox)" "${VM_HOST_PROGRAMS[@]}" "$VM_UPSTREAM_KO" "$VM_WBKIT_KO" $(_vm_module_files); do
+		for f in "$(command -v busybox)" "${VM_HOST_PROGRAMS[@]}" "${VM_HOST_FILES[@]}" "$VM_UPSTREAM_KO" "$VM_WBKIT_KO" $(_vm_module_files); do
 			if [ -e "$f" ]; then
 				stat -L -c '%n %s %Y' "$f"
 			else
@@ -170,6 +178,9 @@ vm_prepare() {
 		local prog
 		for prog in "${VM_HOST_PROGRAMS[@]}"; do
 			_vm_copy_with_libs "$root" "$prog"
+		done
+		for prog in "${VM_HOST_FILES[@]}"; do
+			[ -e "$prog" ] && install -D -m 0644 "$prog" "$root$prog"
 		done
 		install -m 0755 "$VM_WBSTAMP" "$root/usr/local/bin/wbstamp"
 		install -m 0644 "$VM_DIR/guest-lib.sh" "$root/lib/wbguest.sh"

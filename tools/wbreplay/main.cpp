@@ -39,8 +39,10 @@ Safety checks, before anything is written (a refusal exits with 4):
 The cache is never written, unless --mark-clean is given: then, and only
 after the backing device was flushed, the superblock record is set to the
 last replayed segment, so a target constructed on this cache again does not
-replay the same data a second time. --mark-clean is refused when something
-could not be replayed (--force overrides).
+replay the same data a second time. If the replay stopped before the end of
+the log, the headers from the stop point on are zeroed first, as the target
+does when it replays. --mark-clean is refused when something could not be
+replayed (--force overrides; salvage first with wbrecover --salvage).
 
 A replay can be run again, or after being killed halfway: it writes the same
 bytes and ends in the same state.
@@ -143,7 +145,7 @@ int run(const Options& o)
 		if (!report.shortfalls.empty() && !o.force) {
 			report.mark_clean_refused = "something was not replayed (see above); --force marks it clean anyway";
 		} else {
-			mark_cache_clean(*cache, scan);
+			report.headers_zeroed = mark_cache_clean(*cache, scan);
 			report.marked_clean = true;
 		}
 	}

@@ -155,8 +155,11 @@ ReplayResult execute_replay(const ReplayPlan& plan, Device& cache, Device& desti
 
 // The superblock record that tells the target everything up to
 // last_flushed_id is on the backing device. Call only after the backing
-// device was flushed; flushes the cache itself.
-void mark_cache_clean(Device& cache, const LogScan& scan);
+// device was flushed; flushes the cache itself. When the replay stopped
+// before the end of the log, the header of every slot from the stop point
+// on is zeroed first, as the target does at construction (see
+// docs/recovery.md). Returns the number of headers zeroed.
+std::uint64_t mark_cache_clean(Device& cache, const LogScan& scan);
 
 // Every non-empty slot in ring order from the oldest, and what the kernel's
 // replay (this plan) does with it.

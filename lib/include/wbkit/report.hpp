@@ -68,6 +68,7 @@ struct ReplayRun {
 	bool dry_run = false;
 	std::optional<ReplayResult> result{}; // unset on a dry run
 	bool marked_clean = false;
+	std::uint64_t headers_zeroed = 0; // by --mark-clean: slots from the stop point on
 	std::string mark_clean_refused{}; // why --mark-clean was not carried out
 	std::vector<std::string> overridden{};
 	std::vector<std::string> shortfalls{};

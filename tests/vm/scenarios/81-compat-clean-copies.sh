@@ -33,36 +33,32 @@ rc=0
 vm_run - "$work/backing-up.img" "$work/backing-wb.img" "$work/cache-up.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
 . /lib/wbguest.sh
 $DD if=/dev/urandom of=/tmp/data bs=4k count=400 2>/dev/null
-# The 16 counters (status fields 8-23), comma-separated.
-stats() { wb_dm_status wb | cut -d' ' -f8-23 | tr ' ' ,; }
-field() { wb_dm_status wb | cut -d' ' -f"$1"; }
-digest() { $SHA256SUM | cut -d' ' -f1; }
 flush() { $DD if=/dev/null of=/dev/mapper/wb bs=4k count=0 conv=fsync,notrunc 2>/dev/null || wb_fail "$1: flush failed"; }
 # expect_read <tag> <what> <block> <count> <digest>
 expect_read() {
-	got=$($DD if=/dev/mapper/wb bs=4k skip="$3" count="$4" iflag=direct 2>/dev/null | digest)
+	got=$($DD if=/dev/mapper/wb bs=4k skip="$3" count="$4" iflag=direct 2>/dev/null | wb_digest)
 	[ "$got" = "$5" ] || wb_fail "$1: $2 reads back wrong data"
 }
-newest=$($DD if=/tmp/data bs=4k skip=254 count=127 2>/dev/null | digest)
+newest=$($DD if=/tmp/data bs=4k skip=254 count=127 2>/dev/null | wb_digest)
 
 run() { # <backing> <cache> <tag>
 	table="0 $(wb_sectors "$1") writeboost $1 $2 2 writeback_threshold 0"
 	wb_dm_create wb "$table"
-	wb_report "fresh_batch_$3" "$(field 29)"
+	wb_report "fresh_batch_$3" "$(wb_status_field 29)"
 	$DD if=/tmp/data of=/dev/mapper/wb bs=4k count=381 oflag=direct 2>/dev/null || wb_fail "$3: writes failed"
-	wb_report "write_stats_$3" "$(stats)"
-	wb_report "wrapped_batch_$3" "$(field 29)"
+	wb_report "write_stats_$3" "$(wb_counters)"
+	wb_report "wrapped_batch_$3" "$(wb_status_field 29)"
 
 	$DMSETUP message wb 0 clear_stat
 	expect_read "$3" "the newest segment" 254 127 "$newest"
-	wb_report "newest_stats_$3" "$(stats)"
+	wb_report "newest_stats_$3" "$(wb_counters)"
 
 	flush "$3"
 	$DMSETUP message wb 0 drop_caches || wb_fail "$3: drop_caches failed"
-	wb_report "dropped_dirty_$3" "$(field 7)"
+	wb_report "dropped_dirty_$3" "$(wb_status_field 7)"
 	$DMSETUP message wb 0 clear_stat
 	expect_read "$3" "the written-back segment" 254 127 "$newest"
-	wb_report "clean_stats_$3" "$(stats)"
+	wb_report "clean_stats_$3" "$(wb_counters)"
 
 	# Sector 3 of block 400, written back: a clean copy of one sector.
 	$DD if=/tmp/data of=/dev/mapper/wb bs=512 skip=5 count=1 seek=3203 oflag=direct conv=notrunc 2>/dev/null ||
@@ -70,9 +66,9 @@ run() { # <backing> <cache> <tag>
 	flush "$3"
 	$DMSETUP message wb 0 drop_caches || wb_fail "$3: drop_caches failed"
 	$DMSETUP message wb 0 clear_stat
-	want=$( ( $DD if=/dev/zero bs=512 count=3; $DD if=/tmp/data bs=512 skip=5 count=1; $DD if=/dev/zero bs=512 count=4 ) 2>/dev/null | digest)
+	want=$( ( $DD if=/dev/zero bs=512 count=3; $DD if=/tmp/data bs=512 skip=5 count=1; $DD if=/dev/zero bs=512 count=4 ) 2>/dev/null | wb_digest)
 	expect_read "$3" "the partial clean copy" 400 1 "$want"
-	wb_report "partial_stats_$3" "$(stats)"
+	wb_report "partial_stats_$3" "$(wb_counters)"
 
 	# New data over a clean copy, then replay.
 	$DD if=/tmp/data of=/dev/mapper/wb bs=4k skip=390 count=1 seek=254 oflag=direct conv=notrunc 2>/dev/null ||
@@ -80,8 +76,8 @@ run() { # <backing> <cache> <tag>
 	flush "$3"
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
 	wb_dm_create wb "$table"
-	expect_read "$3" "the overwritten block after replay" 254 1 "$($DD if=/tmp/data bs=4k skip=390 count=1 2>/dev/null | digest)"
-	expect_read "$3" "the rest after replay" 255 126 "$($DD if=/tmp/data bs=4k skip=255 count=126 2>/dev/null | digest)"
+	expect_read "$3" "the overwritten block after replay" 254 1 "$($DD if=/tmp/data bs=4k skip=390 count=1 2>/dev/null | wb_digest)"
+	expect_read "$3" "the rest after replay" 255 126 "$($DD if=/tmp/data bs=4k skip=255 count=126 2>/dev/null | wb_digest)"
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
 	wb_report "done_$3" yes
 }
@@ -96,8 +92,6 @@ echo "clean copies: ${VM_ELAPSED}s"
 [ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
 [ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
 fail=0
-# counter <csv> <index>: stat[index]
-counter() { echo "$1" | cut -d, -f$(($2 + 1)); }
 for phase in write newest clean partial; do
 	up=$(vm_result "${phase}_stats_upstream")
 	wb=$(vm_result "${phase}_stats_wbkit")
@@ -106,10 +100,10 @@ for phase in write newest clean partial; do
 	[ "$up" = "$wb" ] || { echo "  the counters differ"; fail=1; }
 done
 # What the reference shows (index = write<<3 | hit<<2 | on_buffer<<1 | fullsize).
-[ "$(counter "$(vm_result write_stats_upstream)" 9)" = 381 ] || { echo "upstream: not 381 full write misses"; fail=1; }
-[ "$(counter "$(vm_result newest_stats_upstream)" 7)" = 127 ] || { echo "upstream: not 127 read hits from the RAM buffer"; fail=1; }
-[ "$(counter "$(vm_result clean_stats_upstream)" 5)" = 127 ] || { echo "upstream: not 127 read hits on written-back blocks"; fail=1; }
-[ "$(counter "$(vm_result partial_stats_upstream)" 5)" = 1 ] || { echo "upstream: the partial clean copy is not a hit"; fail=1; }
+[ "$(wbkit_counter "$(vm_result write_stats_upstream)" 9)" = 381 ] || { echo "upstream: not 381 full write misses"; fail=1; }
+[ "$(wbkit_counter "$(vm_result newest_stats_upstream)" 7)" = 127 ] || { echo "upstream: not 127 read hits from the RAM buffer"; fail=1; }
+[ "$(wbkit_counter "$(vm_result clean_stats_upstream)" 5)" = 127 ] || { echo "upstream: not 127 read hits on written-back blocks"; fail=1; }
+[ "$(wbkit_counter "$(vm_result partial_stats_upstream)" 5)" = 1 ] || { echo "upstream: the partial clean copy is not a hit"; fail=1; }
 for m in upstream wbkit; do
 	echo "$m: nr_cur_batched_writeback fresh $(vm_result "fresh_batch_$m"), after the wrap $(vm_result "wrapped_batch_$m")"
 	wbkit_expect "fresh_batch_$m" 0 || fail=1

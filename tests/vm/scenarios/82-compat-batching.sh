@@ -30,7 +30,7 @@ vm_image "$work/cache-wb.img" 34M
 rc=0
 vm_run - "$work/backing.img" "$work/cache-up.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
 . /lib/wbguest.sh
-batch() { wb_dm_status wb | cut -d' ' -f29; }
+batch() { wb_status_field 29; }
 backing_sectors=$(wb_sectors /dev/vda)
 wb_dm_create slow "0 $backing_sectors delay /dev/vda 0 0"
 write_delay() { # <ms>: holds each write to the backing disk that long

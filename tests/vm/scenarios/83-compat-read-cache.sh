@@ -30,25 +30,22 @@ vm_run - "$work/backing-up.img" "$work/backing-wb.img" "$work/cache-up.img" "$wo
 . /lib/wbguest.sh
 $DD if=/dev/urandom of=/tmp/base bs=1M count=8 2>/dev/null
 $DD if=/dev/urandom of=/tmp/w406 bs=4k count=1 2>/dev/null
-stats() { wb_dm_status wb | cut -d' ' -f8-23 | tr ' ' ,; }
-field() { wb_dm_status wb | cut -d' ' -f"$1"; }
-rd() { for b in "$@"; do $DD if=/dev/mapper/wb of=/dev/null bs=4k skip="$b" count=1 iflag=direct 2>/dev/null || wb_fail "read of block $b failed"; done; }
 rd512() { for b in "$@"; do $DD if=/dev/mapper/wb of=/dev/null bs=512 skip=$((b * 8 + 2)) count=1 iflag=direct 2>/dev/null || wb_fail "read of block $b failed"; done; }
 # phase <tag> <name> <command...>: the command's counters and blocks logged
 phase() {
 	tag=$1 name=$2
 	shift 2
 	$DMSETUP message wb 0 clear_stat
-	c=$(field 1)
+	c=$(wb_status_field 1)
 	"$@"
 	sleep 1	# injection runs in the background once the cells are used
-	wb_report "${name}_$tag" "$(stats)"
-	wb_report "${name}_logged_$tag" "$(($(field 1) - c))"
+	wb_report "${name}_$tag" "$(wb_counters)"
+	wb_report "${name}_logged_$tag" "$(($(wb_status_field 1) - c))"
 }
-twice() { rd "$@"; sleep 1; rd "$@"; }
-partial() { rd512 200 203 206 209 212 215 218 221; twice 300 303 306 309 312 315 318 321; rd 200 203 206 209 212 215 218 221; }
+twice() { wb_read_blocks "$@"; sleep 1; wb_read_blocks "$@"; }
+partial() { rd512 200 203 206 209 212 215 218 221; twice 300 303 306 309 312 315 318 321; wb_read_blocks 200 203 206 209 212 215 218 221; }
 staged_write() {
-	rd 400 403 406 409 412 415 418
+	wb_read_blocks 400 403 406 409 412 415 418
 	$DD if=/tmp/w406 of=/dev/mapper/wb bs=4k seek=406 count=1 oflag=direct conv=notrunc 2>/dev/null || wb_fail "write failed"
 	twice 400 403 406 409 412 415 418 421
 }
@@ -65,17 +62,17 @@ run() { # <backing> <cache> <tag>
 	# Upstream logs an empty segment at the first write: get past it.
 	$DD if=/tmp/base of=/dev/mapper/wb bs=4k skip=1000 seek=1000 count=1 oflag=direct conv=notrunc 2>/dev/null || wb_fail "write failed"
 	phase "$3" random twice 10 13 16 19 22 25 28 31
-	wb_report "random_dirty_$3" "$(field 7)"
+	wb_report "random_dirty_$3" "$(wb_status_field 7)"
 	phase "$3" sequential twice 100 101 102 103 104 105 106 107
 	phase "$3" partial partial
 	phase "$3" staged_write staged_write
 	$DMSETUP message wb 0 read_cache_threshold 0 || wb_fail "message read_cache_threshold 0 failed"
-	wb_report "threshold_off_$3" "$(field 35)"
+	wb_report "threshold_off_$3" "$(wb_status_field 35)"
 	phase "$3" off twice 500 503 506 509 512 515 518 521
 	$DMSETUP message wb 0 read_cache_threshold 4 || wb_fail "message read_cache_threshold 4 failed"
-	wb_report "threshold_on_$3" "$(field 35)"
+	wb_report "threshold_on_$3" "$(wb_status_field 35)"
 	phase "$3" on twice 600 603 606 609 612 615 618 621
-	wb_report "dirty_$3" "$(field 7)"
+	wb_report "dirty_$3" "$(wb_status_field 7)"
 	same "blocks 0-405" 0 406 /tmp/base 0
 	same "block 406" 406 1 /tmp/w406 0
 	same "blocks 407-2047" 407 1641 /tmp/base 407
@@ -93,7 +90,6 @@ echo "read cache: ${VM_ELAPSED}s"
 [ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
 [ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
 fail=0
-counter() { echo "$1" | cut -d, -f$(($2 + 1)); }
 for k in table random random_logged random_dirty sequential sequential_logged partial partial_logged \
 	staged_write staged_write_logged threshold_off off off_logged threshold_on on on_logged dirty done; do
 	up=$(vm_result "${k}_upstream")
@@ -103,11 +99,11 @@ for k in table random random_logged random_dirty sequential sequential_logged pa
 done
 # What the reference shows (index = write<<3 | hit<<2 | on_buffer<<1 | fullsize).
 r=$(vm_result random_upstream)
-[ "$(counter "$r" 1)" = 8 ] && [ "$(counter "$r" 7)" = 8 ] || { echo "upstream: random reads not cached"; fail=1; }
+[ "$(wbkit_counter "$r" 1)" = 8 ] && [ "$(wbkit_counter "$r" 7)" = 8 ] || { echo "upstream: random reads not cached"; fail=1; }
 [ "$(vm_result random_logged_upstream)" = 8 ] || { echo "upstream: not 8 blocks injected"; fail=1; }
-[ "$(counter "$(vm_result sequential_upstream)" 1)" = 16 ] || { echo "upstream: a sequential run was cached"; fail=1; }
+[ "$(wbkit_counter "$(vm_result sequential_upstream)" 1)" = 16 ] || { echo "upstream: a sequential run was cached"; fail=1; }
 [ "$(vm_result staged_write_logged_upstream)" = 8 ] || { echo "upstream: the written block's cell was not cancelled"; fail=1; }
-[ "$(counter "$(vm_result off_upstream)" 1)" = 16 ] || { echo "upstream: read_cache_threshold 0 did not stop caching"; fail=1; }
+[ "$(wbkit_counter "$(vm_result off_upstream)" 1)" = 16 ] || { echo "upstream: read_cache_threshold 0 did not stop caching"; fail=1; }
 [ "$(vm_result table_upstream)" = "4 read_cache_threshold 4 nr_read_cache_cells 8" ] || { echo "upstream: unexpected table line"; fail=1; }
 [ "$(vm_result threshold_off_upstream),$(vm_result threshold_on_upstream)" = "0,4" ] || { echo "upstream: the status does not show the threshold set by message"; fail=1; }
 exit $fail

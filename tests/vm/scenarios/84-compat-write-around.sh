@@ -34,30 +34,26 @@ vm_run - "$work/backing-up.img" "$work/backing-wb.img" "$work/cache-up.img" "$wo
 . /lib/wbguest.sh
 $DD if=/dev/urandom of=/tmp/base bs=1M count=8 2>/dev/null
 $DD if=/dev/urandom of=/tmp/new bs=4k count=16 2>/dev/null
-stats() { wb_dm_status wb | cut -d' ' -f8-23 | tr ' ' ,; }
-field() { wb_dm_status wb | cut -d' ' -f"$1"; }
-digest() { $SHA256SUM | cut -d' ' -f1; }
-rd() { for b in "$@"; do $DD if=/dev/mapper/wb of=/dev/null bs=4k skip="$b" count=1 iflag=direct 2>/dev/null || wb_fail "read of block $b failed"; done; }
 # wr <block> <block of /tmp/new>
 wr() { $DD if=/tmp/new of=/dev/mapper/wb bs=4k skip="$2" seek="$1" count=1 oflag=direct conv=notrunc 2>/dev/null || wb_fail "write of block $1 failed"; }
 phase() { # <tag> <name> <command...>
 	tag=$1 name=$2
 	shift 2
 	$DMSETUP message wb 0 clear_stat
-	c=$(field 1)
+	c=$(wb_status_field 1)
 	"$@"
 	sleep 1
-	wb_report "${name}_$tag" "$(stats)"
-	wb_report "${name}_logged_$tag" "$(($(field 1) - c))"
+	wb_report "${name}_$tag" "$(wb_counters)"
+	wb_report "${name}_logged_$tag" "$(($(wb_status_field 1) - c))"
 }
 writes() { for i in 0 1 2 3 4 5 6 7; do wr $((10 + 3 * i)) "$i"; done; }
-twice() { rd "$@"; sleep 1; rd "$@"; }
-overwrite() { wr 103 8; rd 103; }
-many() { i=0; while [ $i -lt 300 ]; do rd $((1024 + 2 * i)); i=$((i + 1)); done; }
+twice() { wb_read_blocks "$@"; sleep 1; wb_read_blocks "$@"; }
+overwrite() { wr 103 8; wb_read_blocks 103; }
+many() { i=0; while [ $i -lt 300 ]; do wb_read_blocks $((1024 + 2 * i)); i=$((i + 1)); done; }
 # the target and the backing device hold the same bytes
 same() {
-	a=$($DD if=/dev/mapper/wb bs=1M iflag=direct 2>/dev/null | digest)
-	b=$($DD if="$1" bs=1M iflag=direct 2>/dev/null | digest)
+	a=$($DD if=/dev/mapper/wb bs=1M iflag=direct 2>/dev/null | wb_digest)
+	b=$($DD if="$1" bs=1M iflag=direct 2>/dev/null | wb_digest)
 	[ "$a" = "$b" ] && echo yes || echo no
 }
 
@@ -66,21 +62,21 @@ run() { # <backing> <cache> <tag>
 	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2 6 write_around_mode 1 read_cache_threshold 4 nr_read_cache_cells 8"
 	wb_report "table_$3" "$($DMSETUP table wb | cut -d' ' -f6-)"
 	# Upstream logs an empty segment first: get past it with one generation.
-	rd 700 703 706 709 712 715 718 721
+	wb_read_blocks 700 703 706 709 712 715 718 721
 	sleep 1
 	phase "$3" writes writes
-	got=$($DD if="$1" bs=4k skip=31 count=1 iflag=direct 2>/dev/null | digest)
-	[ "$got" = "$($DD if=/tmp/new bs=4k skip=7 count=1 2>/dev/null | digest)" ] && wb_report "on_backing_$3" yes || wb_report "on_backing_$3" no
-	wb_report "writes_dirty_$3" "$(field 7)"
+	got=$($DD if="$1" bs=4k skip=31 count=1 iflag=direct 2>/dev/null | wb_digest)
+	[ "$got" = "$($DD if=/tmp/new bs=4k skip=7 count=1 2>/dev/null | wb_digest)" ] && wb_report "on_backing_$3" yes || wb_report "on_backing_$3" no
+	wb_report "writes_dirty_$3" "$(wb_status_field 7)"
 	phase "$3" reads twice 100 103 106 109 112 115 118 121
 	phase "$3" overwrite overwrite
-	got=$($DD if=/dev/mapper/wb bs=4k skip=103 count=1 iflag=direct 2>/dev/null | digest)
-	[ "$got" = "$($DD if=/tmp/new bs=4k skip=8 count=1 2>/dev/null | digest)" ] && wb_report "new_data_$3" yes || wb_report "new_data_$3" no
-	c=$(field 4)
+	got=$($DD if=/dev/mapper/wb bs=4k skip=103 count=1 iflag=direct 2>/dev/null | wb_digest)
+	[ "$got" = "$($DD if=/tmp/new bs=4k skip=8 count=1 2>/dev/null | wb_digest)" ] && wb_report "new_data_$3" yes || wb_report "new_data_$3" no
+	c=$(wb_status_field 4)
 	many
 	sleep 1
-	wb_report "rotated_$3" "$( [ "$(field 4)" -ge $((c + 2)) ] && echo yes || echo "no: current_id $c -> $(field 4)")"
-	wb_report "dirty_$3" "$(field 7)"
+	wb_report "rotated_$3" "$( [ "$(wb_status_field 4)" -ge $((c + 2)) ] && echo yes || echo "no: current_id $c -> $(wb_status_field 4)")"
+	wb_report "dirty_$3" "$(wb_status_field 7)"
 	wb_report "same_$3" "$(same "$1")"
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
 
@@ -90,9 +86,9 @@ run() { # <backing> <cache> <tag>
 	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2"
 	for i in 9 10 11 12 13 14 15; do wr $((1500 + i)) "$i"; done
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
-	want=$($DD if=/tmp/new bs=4k skip=9 count=7 2>/dev/null | digest)
+	want=$($DD if=/tmp/new bs=4k skip=9 count=7 2>/dev/null | wb_digest)
 	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2 2 write_around_mode 1"
-	got=$($DD if="$1" bs=4k skip=1509 count=7 iflag=direct 2>/dev/null | digest)
+	got=$($DD if="$1" bs=4k skip=1509 count=7 iflag=direct 2>/dev/null | wb_digest)
 	[ "$got" = "$want" ] && wb_report "dirty_log_kept_$3" yes || wb_report "dirty_log_kept_$3" no
 	wb_report "dirty_log_same_$3" "$(same "$1")"
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
@@ -109,8 +105,8 @@ run() { # <backing> <cache> <tag>
 	wr 1600 1
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
 	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2"
-	got=$($DD if=/dev/mapper/wb bs=4k skip=1600 count=1 iflag=direct 2>/dev/null | digest)
-	[ "$got" = "$($DD if=/tmp/new bs=4k skip=1 count=1 2>/dev/null | digest)" ] && wb_report "no_stale_replay_$3" yes || wb_report "no_stale_replay_$3" no
+	got=$($DD if=/dev/mapper/wb bs=4k skip=1600 count=1 iflag=direct 2>/dev/null | wb_digest)
+	[ "$got" = "$($DD if=/tmp/new bs=4k skip=1 count=1 2>/dev/null | wb_digest)" ] && wb_report "no_stale_replay_$3" yes || wb_report "no_stale_replay_$3" no
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
 	wb_report "done_$3" yes
 }
@@ -125,7 +121,6 @@ echo "write-around: ${VM_ELAPSED}s"
 [ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
 [ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
 fail=0
-counter() { echo "$1" | cut -d, -f$(($2 + 1)); }
 for k in table writes writes_logged on_backing writes_dirty reads reads_logged overwrite overwrite_logged \
 	new_data rotated dirty same no_stale_replay done; do
 	up=$(vm_result "${k}_upstream")
@@ -137,8 +132,8 @@ done
 [ "$(vm_result on_backing_upstream)" = yes ] && [ "$(vm_result writes_logged_upstream)" = 0 ] ||
 	{ echo "upstream: writes did not go around the cache"; fail=1; }
 r=$(vm_result reads_upstream)
-[ "$(counter "$r" 1)" = 8 ] && [ "$(counter "$r" 7)" = 8 ] || { echo "upstream: reads not cached in write-around mode"; fail=1; }
-[ "$(counter "$(vm_result overwrite_upstream)" 15)" = 1 ] && [ "$(counter "$(vm_result overwrite_upstream)" 1)" = 1 ] ||
+[ "$(wbkit_counter "$r" 1)" = 8 ] && [ "$(wbkit_counter "$r" 7)" = 8 ] || { echo "upstream: reads not cached in write-around mode"; fail=1; }
+[ "$(wbkit_counter "$(vm_result overwrite_upstream)" 15)" = 1 ] && [ "$(wbkit_counter "$(vm_result overwrite_upstream)" 1)" = 1 ] ||
 	{ echo "upstream: a write did not drop the cached copy"; fail=1; }
 echo "a dirty write-back log loaded in write-around mode: data kept upstream $(vm_result dirty_log_kept_upstream), dm-wbkit $(vm_result dirty_log_kept_wbkit)"
 wbkit_expect dirty_log_kept_wbkit yes || fail=1
