@@ -358,15 +358,19 @@ TEST(ReplayExecute, ReadErrorWithoutToleranceIsAnIoError)
 	EXPECT_THROW(execute_replay(plan, cache, *s.backing), IoError);
 }
 
+// Blocks 0..19 at sectors 0, 16, 32, ...: 20 extents, one segment.
+void write_twenty_separate_blocks(Device& cache)
+{
+	LogWriter writer(cache);
+	for (std::uint64_t i = 0; i < 20; ++i)
+		writer.write(i * 16, pattern_bytes(4096, i));
+	writer.flush();
+}
+
 TEST(ReplayExecute, ReadErrorOnTheReaderThreadIsAnIoErrorAfterTheExtentsBefore)
 {
 	Images s(8, 1 * MiB, 16);
-	{
-		LogWriter writer(*s.cache);
-		for (std::uint64_t i = 0; i < 20; ++i)
-			writer.write(i * 16, pattern_bytes(4096, i));
-		writer.flush();
-	}
+	write_twenty_separate_blocks(*s.cache);
 	const LogScan scan = scan_log(*s.cache);
 	const ReplayPlan plan = replay_plan(scan);
 	ASSERT_EQ(plan.summary().extents, 20u);
@@ -385,12 +389,7 @@ TEST(ReplayExecute, ReadErrorOnTheReaderThreadIsAnIoErrorAfterTheExtentsBefore)
 TEST(ReplayExecute, ProgressReachesTheTotal)
 {
 	Images s(8, 1 * MiB, 14);
-	{
-		LogWriter writer(*s.cache);
-		for (std::uint64_t i = 0; i < 20; ++i)
-			writer.write(i * 16, pattern_bytes(4096, i));
-		writer.flush();
-	}
+	write_twenty_separate_blocks(*s.cache);
 	const LogScan scan = scan_log(*s.cache);
 	const ReplayPlan plan = replay_plan(scan);
 	std::uint64_t calls = 0;
