@@ -19,6 +19,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../vm/lib.sh"
+source "$here/target.inc"
 
 target=${1:?target: wbkit|upstream}
 state=${2:?state directory (wbcrash --save-state)}
@@ -26,17 +27,7 @@ out=${3:?output directory}
 new_ops=${4:-0}
 flush_every=${5:-8}
 
-case $target in
-wbkit)
-	source "$here/../vm/scenarios/wbkit-lib.inc"
-	wbkit_prepare
-	;;
-upstream)
-	vm_prepare || exit 1
-	vm_has_upstream || { echo "skip: $VM_UPSTREAM_KO not installed (dm-writeboost-dkms)"; exit 77; }
-	;;
-*) echo "record-continue.sh: unknown target $target" >&2; exit 2 ;;
-esac
+crash_prepare_target "$target"
 
 kv() { sed -n "s/^$1=//p" "$state/base.kv"; }
 backing_bytes=$(kv backing_bytes)

@@ -15,23 +15,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../vm/lib.sh"
+source "$here/target.inc"
 
 target=${1:?target: wbkit|upstream}
 out=${2:?output directory}
 ops=${3:-${CRASH_EXT4_OPS:-40}}
 seed=${4:-21}
 
-case $target in
-wbkit)
-	source "$here/../vm/scenarios/wbkit-lib.inc"
-	wbkit_prepare
-	;;
-upstream)
-	vm_prepare || exit 1
-	vm_has_upstream || { echo "skip: $VM_UPSTREAM_KO not installed (dm-writeboost-dkms)"; exit 77; }
-	;;
-*) echo "record-ext4.sh: unknown target $target" >&2; exit 2 ;;
-esac
+crash_prepare_target "$target"
 
 backing_bytes=$((32 << 20))
 # Every fsync seals a partly filled segment or two: the cache must hold all

@@ -19,23 +19,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../vm/lib.sh"
+source "$here/target.inc"
 
 target=${1:?target: wbkit|upstream}
 mode=${2:?mode: cache|both}
 out=${3:?output directory}
 seed=${4:-11}
 
-case $target in
-wbkit)
-	source "$here/../vm/scenarios/wbkit-lib.inc"
-	wbkit_prepare
-	;;
-upstream)
-	vm_prepare || exit 1
-	vm_has_upstream || { echo "skip: $VM_UPSTREAM_KO not installed (dm-writeboost-dkms)"; exit 77; }
-	;;
-*) echo "record.sh: unknown target $target" >&2; exit 2 ;;
-esac
+crash_prepare_target "$target"
 
 backing_bytes=$((4 << 20))
 case $mode in
