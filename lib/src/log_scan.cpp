@@ -11,6 +11,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <cstdlib>
 #include <cstring>
 #include <sys/mman.h>
 #include <fmt/format.h>
@@ -73,10 +74,44 @@ std::string_view stop_reason_name(StopReason reason)
 
 namespace {
 
-// Metablock entries gathered per batch of slots live in their own mappings:
-// freeing one returns its pages to the system at once (malloc would keep
-// them in its heap), so merging the batches into the index costs one batch
-// of memory, not a second copy of every entry.
+// Regions below this size come from malloc: a small log's scan would
+// otherwise spend more time in mmap and munmap than in reading its slots.
+// Larger ones are mappings of their own (see map_bytes).
+constexpr std::size_t smallest_mapping_bytes = std::size_t(1) << 20;
+
+// Large regions are anonymous mappings: freeing one returns its pages to the
+// system at once (malloc would keep them in its heap), so merging the batches
+// of gathered entries into the index costs one batch of memory, not a second
+// copy of every entry, and the index's unused tail can be given back. The
+// size alone says which kind a region is, so every caller frees with the
+// size it allocated.
+std::byte* map_bytes(std::size_t bytes)
+{
+	if (bytes == 0)
+		return nullptr;
+	if (bytes < smallest_mapping_bytes) {
+		void* p = std::malloc(bytes);
+		if (!p)
+			throw std::bad_alloc();
+		return static_cast<std::byte*>(p);
+	}
+	void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		throw std::bad_alloc();
+	return static_cast<std::byte*>(p);
+}
+
+void unmap_bytes(std::byte* data, std::size_t bytes) noexcept
+{
+	if (!data)
+		return;
+	if (bytes < smallest_mapping_bytes)
+		std::free(data);
+	else
+		::munmap(data, bytes);
+}
+
+// Metablock entries gathered per batch of slots.
 template <typename T>
 struct MappedAllocator {
 	using value_type = T;
@@ -85,14 +120,8 @@ struct MappedAllocator {
 	MappedAllocator(const MappedAllocator<U>&) noexcept
 	{
 	}
-	T* allocate(std::size_t n)
-	{
-		void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED)
-			throw std::bad_alloc();
-		return static_cast<T*>(p);
-	}
-	void deallocate(T* p, std::size_t n) noexcept { ::munmap(p, n * sizeof(T)); }
+	T* allocate(std::size_t n) { return reinterpret_cast<T*>(map_bytes(n * sizeof(T))); }
+	void deallocate(T* p, std::size_t n) noexcept { unmap_bytes(reinterpret_cast<std::byte*>(p), n * sizeof(T)); }
 	template <typename U>
 	bool operator==(const MappedAllocator<U>&) const noexcept
 	{
@@ -111,22 +140,6 @@ struct __attribute__((packed)) MetablockEntry {
 static_assert(sizeof(MetablockEntry) == 14);
 
 constexpr std::size_t page_bytes = 4096;
-
-std::byte* map_bytes(std::size_t bytes)
-{
-	if (bytes == 0)
-		return nullptr;
-	void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		throw std::bad_alloc();
-	return static_cast<std::byte*>(p);
-}
-
-void unmap_bytes(std::byte* data, std::size_t bytes) noexcept
-{
-	if (data)
-		::munmap(data, bytes);
-}
 
 // Anonymous memory of its own: the index is built inside it and its unused
 // tail is given back to the system at once.
@@ -783,11 +796,20 @@ void SectorIndexBuilder::resolve_unaligned_overlaps(LogScan& scan)
 void SectorIndexBuilder::trim(SectorIndex& index) noexcept
 {
 	const std::size_t keep = (index.size_ * sizeof(PackedSource) + page_bytes - 1) / page_bytes * page_bytes;
-	if (keep >= index.mapped_bytes_)
-		return;
-	unmap_bytes(keep ? index.data_ + keep : index.data_, index.mapped_bytes_ - keep);
-	if (keep == 0)
-		index.data_ = nullptr;
+	if (keep >= index.mapped_bytes_ || index.mapped_bytes_ < smallest_mapping_bytes)
+		return; // nothing to give back, or a small region from malloc
+	if (keep < smallest_mapping_bytes) {
+		// What is left is a small region: it moves to malloc, as its size now says.
+		auto* small = static_cast<std::byte*>(keep ? std::malloc(keep) : nullptr);
+		if (keep && !small)
+			return; // the region stays as it is
+		if (keep)
+			std::memcpy(small, index.data_, index.size_ * sizeof(PackedSource));
+		unmap_bytes(index.data_, index.mapped_bytes_);
+		index.data_ = small;
+	} else {
+		::munmap(index.data_ + keep, index.mapped_bytes_ - keep);
+	}
 	index.mapped_bytes_ = keep;
 	index.highs_.shrink_to_fit();
 }

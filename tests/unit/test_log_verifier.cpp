@@ -153,3 +153,52 @@ TEST_F(VerifierCase, IndexKeepsSectorsAcrossHigh32BitRuns)
 	EXPECT_EQ(copy.index[copy.index.size() - 1].block_sector, ~0ULL - 7);
 	EXPECT_LE(s.index.memory_bytes(), 4096 + s.index.size() * 12 + 64 * sizeof(std::size_t));
 }
+
+// A log that rewrites the same blocks in every segment gathers far more
+// metablock entries (a large region of its own) than its index keeps (a small
+// one): the index moves into the small region whole, in a sparse cache of
+// headers only, with and without verification.
+TEST(IndexTrim, ManyOverwritesLeaveAnIndexOfTheNewestCopies)
+{
+	wbkit::testing::TempDir dir;
+	const std::uint64_t slots = 700; // 700 * 127 entries of 14 bytes: more than 1 MiB
+	const std::string path = dir.make_image("overwritten.img", superblock_size + slots * segment_size);
+	{
+		auto cache = dir.open_rw(path);
+		AlignedBuffer sector(sector_size);
+		write_superblock_magic(sector.span());
+		cache->write_exact(0, sector.span());
+		const Geometry g = Geometry::for_cache_bytes(cache->size_bytes());
+		AlignedBuffer segment(segment_size); // the data blocks stay holes: zeros
+		for (std::uint64_t id = 1; id <= slots; ++id) {
+			SegmentHeader h;
+			h.id = id;
+			h.length = blocks_per_segment;
+			for (unsigned i = 0; i < blocks_per_segment; ++i)
+				h.metablocks[i] = {.sector = std::uint64_t(i) * block_sectors, .dirty_bits = 0xff};
+			write_segment_header(segment.span(), h);
+			h.checksum = segment_checksum(segment.span(), h.length);
+			write_segment_header(segment.span(), h);
+			cache->write_exact(g.slot_offset(g.slot_of_id(id)), segment.span().first(block_size));
+		}
+		cache->flush_or_throw();
+	}
+	auto file = open_device(path);
+	for (bool verify : {true, false}) {
+		SCOPED_TRACE(verify);
+		const LogScan s = scan_log(*file, {.verify_checksums = verify});
+		ASSERT_EQ(s.log.size(), slots);
+		ASSERT_EQ(s.index.size(), blocks_per_segment);
+		EXPECT_EQ(s.dirty_blocks, blocks_per_segment);
+		for (unsigned i = 0; i < blocks_per_segment; ++i) {
+			const SectorSource src = s.index[i];
+			EXPECT_EQ(src.block_sector, std::uint64_t(i) * block_sectors);
+			EXPECT_EQ(s.log[src.log_index].id, slots);
+			EXPECT_EQ(src.metablock, i);
+			EXPECT_EQ(src.dirty, 0xff);
+		}
+		EXPECT_LE(s.index.memory_bytes(), 4096 + s.index.size() * 12 + 64 * sizeof(std::size_t));
+		const LogScan copy = s;
+		EXPECT_EQ(copy.index[blocks_per_segment - 1].block_sector, std::uint64_t(blocks_per_segment - 1) * block_sectors);
+	}
+}
