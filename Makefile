@@ -8,6 +8,8 @@ BUILD_FUZZ_FAST ?= build-fuzz-fast
 # make fuzz-long FUZZ_SECONDS=3600 (or FUZZ_RUNS=10000000)
 FUZZ_SECONDS ?= 600
 FUZZ_RUNS ?= 0
+# FUZZ_FORKS=2: that many worker processes (libFuzzer fork mode)
+FUZZ_FORKS ?= 1
 PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -85,7 +87,7 @@ test-fuzz: fuzz-configure
 fuzz-long: fuzz-configure
 	@test -f $(BUILD_FUZZ_FAST)/CMakeCache.txt || cmake -S . -B $(BUILD_FUZZ_FAST) -DWBKIT_FUZZ=ON -DWBKIT_FUZZ_ASAN=OFF -DWBKIT_PYTHON=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
 	cmake --build $(BUILD_FUZZ_FAST) -j $(JOBS) --target fuzz_engine
-	tests/fuzz/long.sh $(BUILD_FUZZ_FAST) $(FUZZ_SECONDS) $(FUZZ_RUNS) $(BUILD_FUZZ)
+	FUZZ_FORKS=$(FUZZ_FORKS) tests/fuzz/long.sh $(BUILD_FUZZ_FAST) $(FUZZ_SECONDS) $(FUZZ_RUNS) $(BUILD_FUZZ)
 
 test-vm: deps all
 	tests/vm/run-all.sh $(BUILD)

@@ -8,6 +8,9 @@
 # FUZZ_BUILD_DIR/fuzz-long-corpus, for `fuzz_engine -merge=1` into the
 # committed one.
 # Usage: tests/fuzz/long.sh FUZZ_BUILD_DIR [SECONDS] [RUNS] [ASAN_BUILD_DIR]   (RUNS 0: no limit)
+# FUZZ_FORKS=N (default 1): libFuzzer's fork mode, N worker processes sharing
+# one corpus, for a long run on several cores; the executions, the time and
+# the limits are the run's total over its workers.
 set -euo pipefail
 build=$(realpath "${1:?usage: $0 FUZZ_BUILD_DIR [SECONDS] [RUNS]}")
 seconds=${2:-600}
@@ -17,8 +20,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$root/tests/fuzz/corpus/engine" "$work/corpus"
+forks=${FUZZ_FORKS:-1}
 limits=(-max_total_time="$seconds")
 [ "$runs" -gt 0 ] && limits=(-runs="$runs")
+[ "$forks" -gt 1 ] && limits+=(-fork="$forks")
 echo "fuzz-long: fuzz_engine, ${limits[*]}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 start=$(date +%s)
 status=0
@@ -30,7 +35,11 @@ grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rs
 grep -oE "cov: [0-9]+ ft: [0-9]+" "$work/log" | tail -1 | sed 's/^/coverage (edges, features): /'
 echo "elapsed: ${elapsed}s"
 # The rate on one core: executions per CPU-second, which a loaded machine does not skew.
-units=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$work/log" | grep -oE "[0-9]+$" || echo 0)
+units=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$work/log" | grep -oE "[0-9]+$" || true)
+if [ -z "$units" ]; then # fork mode: the parent's last status line counts every worker's executions
+	units=$(grep -oE "^#[0-9]+: cov:" "$work/log" | tail -1 | grep -oE "[0-9]+" || echo 0)
+	grep -E "^#[0-9]+: cov:" "$work/log" | tail -1 | sed 's/^/fork mode, last status: /'
+fi
 awk -v u="$units" '{ cpu = $1 + $2; if (cpu > 0) printf "executions per CPU-second: %.0f (%d in %.1f CPU-s)\n", u / cpu, u, cpu }' "$work/cpu"
 if [ "$status" -ne 0 ]; then
 	grep -B5 -A30 "ERROR\|invariant broken" "$work/log" | head -60
