@@ -141,8 +141,8 @@ static_assert(sizeof(MetablockEntry) == 14);
 
 constexpr std::size_t page_bytes = 4096;
 
-// Anonymous memory of its own: the index is built inside it and its unused
-// tail is given back to the system at once.
+// A region of map_bytes: the index is built inside it and, when it is a
+// mapping, its unused tail is given back to the system at once.
 class Mapping {
 public:
 	explicit Mapping(std::size_t bytes) : bytes_((bytes + page_bytes - 1) / page_bytes * page_bytes)
@@ -800,10 +800,13 @@ void SectorIndexBuilder::trim(SectorIndex& index) noexcept
 		return; // nothing to give back, or a small region from malloc
 	if (keep < smallest_mapping_bytes) {
 		// What is left is a small region: it moves to malloc, as its size now says.
-		auto* small = static_cast<std::byte*>(keep ? std::malloc(keep) : nullptr);
-		if (keep && !small)
+		std::byte* small = nullptr;
+		try {
+			small = map_bytes(keep);
+		} catch (const std::bad_alloc&) {
 			return; // the region stays as it is
-		if (keep)
+		}
+		if (small)
 			std::memcpy(small, index.data_, index.size_ * sizeof(PackedSource));
 		unmap_bytes(index.data_, index.mapped_bytes_);
 		index.data_ = small;
