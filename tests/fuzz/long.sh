@@ -37,8 +37,10 @@ echo "elapsed: ${elapsed}s"
 # The rate on one core: executions per CPU-second, which a loaded machine does not skew.
 units=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$work/log" | grep -oE "[0-9]+$" || true)
 if [ -z "$units" ]; then # fork mode: the parent's last status line counts every worker's executions
-	units=$(grep -oE "^#[0-9]+: cov:" "$work/log" | tail -1 | grep -oE "[0-9]+" || echo 0)
-	grep -E "^#[0-9]+: cov:" "$work/log" | tail -1 | sed 's/^/fork mode, last status: /'
+	last_status=$(grep -E "^#[0-9]+: cov:" "$work/log" | tail -1 || true)
+	units=$(echo "$last_status" | sed -n 's/^#\([0-9]*\):.*/\1/p')
+	units=${units:-0}
+	echo "fork mode, last status: $last_status"
 fi
 awk -v u="$units" '{ cpu = $1 + $2; if (cpu > 0) printf "executions per CPU-second: %.0f (%d in %.1f CPU-s)\n", u / cpu, u, cpu }' "$work/cpu"
 if [ "$status" -ne 0 ]; then
