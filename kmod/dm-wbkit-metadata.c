@@ -768,6 +768,26 @@ void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg)
 }
 
 /*
+ * Takes a written segment's kept RAM buffer back into the pool. Called with
+ * wb->lock held; drops it while reads still copy out of the buffer. Readers
+ * pin it only under the lock and through seg->buf, so none can start once
+ * seg->buf is NULL: they go to the cache device, which holds the same data.
+ */
+void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg)
+{
+	void *buf = seg->buf;
+
+	list_del_init(&seg->retain_node);
+	seg->buf = NULL;
+	if (atomic_read(&seg->nr_buf_readers)) {
+		spin_unlock(&wb->lock);
+		wait_event(wb->copy_wait, !atomic_read(&seg->nr_buf_readers));
+		spin_lock(&wb->lock);
+	}
+	wb->free_rambuf[wb->nr_free_rambuf++] = buf;
+}
+
+/*
  * Hands the open segment to the flusher. Called with wb->lock held; an
  * empty open segment stays open. Writes may still be copying into it
  * (seg->nr_writers): the flusher waits for them.
@@ -903,7 +923,10 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
 
 	spin_lock(&wb->lock);
-	seg->buf = NULL;	/* new readers go to the cache device */
+	if (err)
+		seg->buf = NULL;	/* new readers fail: the target is dead */
+	else
+		list_add_tail(&seg->retain_node, &wb->retained);
 	if (!err) {
 		seg->header_zeroed = false;
 		if (preflush)
@@ -920,11 +943,13 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 	}
 	spin_unlock(&wb->lock);
 
-	/* Reads still copying out of the buffer finish before it is reused. */
-	wait_event(wb->copy_wait, !atomic_read(&seg->nr_buf_readers));
-	spin_lock(&wb->lock);
-	wb->free_rambuf[wb->nr_free_rambuf++] = buf;
-	spin_unlock(&wb->lock);
+	if (err) {
+		/* Reads still copying out of the buffer finish first. */
+		wait_event(wb->copy_wait, !atomic_read(&seg->nr_buf_readers));
+		spin_lock(&wb->lock);
+		wb->free_rambuf[wb->nr_free_rambuf++] = buf;
+		spin_unlock(&wb->lock);
+	}
 	wake_up_all(&wb->wait);
 	wake_up(&wb->wb_wait);
 }

@@ -89,10 +89,16 @@ static int wb_get_cur(struct wb_device *wb)
 			spin_lock(&wb->lock);
 			continue;
 		}
+		if (!wb->nr_free_rambuf && !list_empty(&wb->retained)) {
+			wb_reclaim_buf(wb, list_first_entry(&wb->retained,
+							    struct wb_segment,
+							    retain_node));
+			continue;
+		}
 		if (!wb->nr_free_rambuf) {
 			spin_unlock(&wb->lock);
 			wait_event(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
-				   wb_dead(wb));
+				   !list_empty(&wb->retained) || wb_dead(wb));
 			spin_lock(&wb->lock);
 			continue;
 		}
@@ -106,6 +112,11 @@ static int wb_get_cur(struct wb_device *wb)
 		for (j = 0; j < WB_BLOCKS_PER_SEGMENT; j++)
 			if (!hlist_unhashed(&seg->mb[j].ht_node))
 				wb_ht_del(wb, &seg->mb[j]);
+		/* A ring shorter than the pool: the slot still keeps its buffer. */
+		if (seg->buf) {
+			wb_reclaim_buf(wb, seg);
+			continue;
+		}
 		seg->id = id;
 		seg->length = 0;
 		seg->buf = wb->free_rambuf[--wb->nr_free_rambuf];
@@ -1005,6 +1016,7 @@ static int wb_alloc_metadata(struct wb_device *wb)
 		wb->segs[k].slot = (u32)k;
 		wb->segs[k].mb = &wb->mbs[k * WB_BLOCKS_PER_SEGMENT];
 		INIT_LIST_HEAD(&wb->segs[k].flush_node);
+		INIT_LIST_HEAD(&wb->segs[k].retain_node);
 	}
 	for (i = 0; i < WB_NR_RAMBUF; i++) {
 		wb->rambuf[i] = vmalloc(WB_SEGMENT_SIZE);
@@ -1090,6 +1102,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	init_waitqueue_head(&wb->wb_wait);
 	mutex_init(&wb->wb_batch_lock);
 	INIT_LIST_HEAD(&wb->flush_queue);
+	INIT_LIST_HEAD(&wb->retained);
 	spin_lock_init(&wb->bio_lock);
 	bio_list_init(&wb->deferred);
 	INIT_WORK(&wb->io_work, wb_io_work);

@@ -19,8 +19,8 @@
  *   a read or a merge of that block waits for it.
  * - seg->nr_writers: the same, per segment; the flusher waits for 0 before
  *   it checksums and writes the segment.
- * - seg->nr_buf_readers: reads copying out of seg->buf; the flusher waits
- *   for 0 before it returns the buffer to the pool.
+ * - seg->nr_buf_readers: reads copying out of seg->buf; the buffer goes
+ *   back to the pool only at 0.
  * - seg->nr_dev_readers: reads of the slot on the cache device (remapped
  *   read hits, merges); the flusher waits for 0 before it writes a new
  *   segment into the slot. Pins are only taken through the hash table,
@@ -96,7 +96,12 @@ struct wb_segment {
 	u64 id;			/* 0: the slot holds nothing of the log */
 	u32 slot;
 	u8 length;		/* valid metablocks */
-	void *buf;		/* RAM buffer while not yet on the cache device */
+	/*
+	 * RAM buffer: while the segment is not yet on the cache device, and
+	 * after that, equal to the slot's data, until the pool needs it back
+	 * (wb->retained), so that reads of recent writes need no device read.
+	 */
+	void *buf;
 	/*
 	 * Flusher only: the slot's header on the cache device is zero (format,
 	 * or zeroed ahead of reuse), so no torn write can sit behind it.
@@ -106,6 +111,7 @@ struct wb_segment {
 	atomic_t nr_buf_readers;
 	atomic_t nr_dev_readers;
 	struct list_head flush_node;
+	struct list_head retain_node;	/* in wb->retained while buf is kept */
 	struct wb_metablock *mb;	/* WB_BLOCKS_PER_SEGMENT entries */
 };
 
@@ -215,6 +221,11 @@ struct wb_device {
 	void *rambuf[WB_NR_RAMBUF];
 	unsigned int nr_free_rambuf;
 	void *free_rambuf[WB_NR_RAMBUF];
+	/*
+	 * Written segments that keep their RAM buffer, oldest first: a
+	 * segment needing a buffer takes the oldest one when none is free.
+	 */
+	struct list_head retained;
 	struct list_head flush_queue;	/* sealed, in id order */
 	wait_queue_head_t wait;		/* any progress, or death */
 	wait_queue_head_t copy_wait;	/* a pin dropped to 0 */
@@ -304,6 +315,7 @@ void wb_commit(struct wb_device *wb);
 void wb_flush_work(struct work_struct *work);
 void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg);
 void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg);
+void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg);
 
 struct wb_aio {
 	atomic_t pending;
