@@ -1511,8 +1511,17 @@ static void writeboost_io_hints(struct dm_target *ti,
 	blk_limits_io_opt(limits, WB_BLOCK_SIZE);
 }
 
+/*
+ * Another name lets this module load next to upstream's dm-writeboost, which
+ * registers "writeboost" too: both targets side by side in one boot, for a
+ * comparison (bench/vm-fastpath.sh) or a migration test.
+ */
+static char *target_name = "writeboost";
+module_param(target_name, charp, 0444);
+MODULE_PARM_DESC(target_name,
+		 "device-mapper target type to register (default writeboost)");
+
 static struct target_type writeboost_target = {
-	.name = "writeboost",
 	/* The project's version, so `dmsetup targets` tells this module from upstream's. */
 	.version = { WBKIT_VERSION_MAJOR, WBKIT_VERSION_MINOR, WBKIT_VERSION_PATCH },
 	.module = THIS_MODULE,
@@ -1531,11 +1540,17 @@ static struct target_type writeboost_target = {
 
 static int __init dm_wbkit_init(void)
 {
-	int r = dm_register_target(&writeboost_target);
+	int r;
 
+	if (!target_name || !*target_name || strlen(target_name) >= 32) {
+		DMERR("target_name must be 1 to 31 characters");
+		return -EINVAL;
+	}
+	writeboost_target.name = target_name;
+	r = dm_register_target(&writeboost_target);
 	if (r)
-		DMERR("cannot register the writeboost target (%d): is dm-writeboost loaded? The two modules cannot be loaded together",
-		      r);
+		DMERR("cannot register the %s target (%d): is dm-writeboost loaded? Load this module with target_name=<another name> to run both",
+		      target_name, r);
 	return r;
 }
 

@@ -28,17 +28,20 @@ wb_skip() {
 	exit 0
 }
 
-# wb_load_target upstream|wbkit: insmods the one module that will provide
-# the "writeboost" target; both register that name, so only one may load.
+# wb_load_target upstream|wbkit [module parameters]: insmods the module that
+# will provide the "writeboost" target; both register that name, so only one
+# may load (unless dm-wbkit gets target_name=<another name>).
 wb_load_target() {
-	case "$1" in
+	which=$1
+	shift
+	case "$which" in
 	upstream) ko=/lib/modules-extra/upstream/dm-writeboost.ko ;;
 	wbkit) ko=/lib/modules-extra/wbkit/dm-wbkit.ko ;;
-	*) wb_fail "unknown target module $1" ;;
+	*) wb_fail "unknown target module $which" ;;
 	esac
 	[ -f "$ko" ] || wb_skip "$ko not in the initramfs"
-	insmod "$ko" || wb_fail "insmod $ko failed"
-	wb_report target_module "$1"
+	insmod "$ko" "$@" || wb_fail "insmod $ko $* failed"
+	wb_report target_module "$which"
 }
 
 # wb_dm_create <name> <table>: creates the device and its /dev/mapper node
