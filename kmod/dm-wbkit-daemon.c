@@ -93,10 +93,70 @@ static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
 }
 
 /*
+ * The data of the batch's segments that hold dirty blocks: a segment that
+ * kept its RAM buffer lends it (taken off wb->retained, so nobody reclaims
+ * it meanwhile; readers may still copy out of it), the others get a pool
+ * buffer to be read into. The kept ones go first, so that taking a buffer
+ * does not reclaim a kept one of this very batch.
+ */
+static void wb_get_batch_bufs(struct wb_device *wb, struct wb_segment **segs,
+			      const bool *has_dirty, unsigned int n)
+{
+	unsigned int b;
+
+	spin_lock(&wb->lock);
+	for (b = 0; b < n; b++) {
+		wb->wb_kept[b] = has_dirty[b] && segs[b]->buf;
+		wb->wb_taken[b] = NULL;
+		if (wb->wb_kept[b]) {
+			list_del_init(&segs[b]->retain_node);
+			wb->wb_data[b] = segs[b]->buf + WB_BLOCK_SIZE;
+		}
+	}
+	for (b = 0; b < n; b++) {
+		if (!has_dirty[b] || wb->wb_kept[b])
+			continue;
+		wb->wb_taken[b] = wb_take_buf(wb);
+		wb->wb_data[b] = wb->wb_taken[b];
+	}
+	spin_unlock(&wb->lock);
+}
+
+/*
+ * Gives the batch's buffers back: the borrowed ones to their segments, which
+ * are older than any other kept segment (so at the front, in id order), the
+ * read ones to the pool. Called with wb->lock held.
+ */
+static void wb_put_batch_bufs(struct wb_device *wb, struct wb_segment **segs,
+			      unsigned int n)
+{
+	unsigned int b;
+
+	for (b = n; b-- > 0;) {
+		if (wb->wb_kept[b])
+			list_add(&segs[b]->retain_node, &wb->retained);
+		if (wb->wb_taken[b])
+			wb->free_rambuf[wb->nr_free_rambuf++] = wb->wb_taken[b];
+		wb->wb_kept[b] = false;
+		wb->wb_taken[b] = NULL;
+	}
+}
+
+static void wb_put_batch_bufs_locked(struct wb_device *wb,
+				     struct wb_segment **segs, unsigned int n)
+{
+	spin_lock(&wb->lock);
+	wb_put_batch_bufs(wb, segs, n);
+	spin_unlock(&wb->lock);
+	wake_up_all(&wb->wait);
+}
+
+/*
  * Writes back the oldest flushed segments (wb_batch_size): read them from
- * the cache device, write their dirty sectors to the backing device sorted
- * by sector, flush the backing device, then mark them clean. Their blocks
- * stay in the lookup as clean copies.
+ * the cache device (unless their RAM buffer is still kept), write their
+ * dirty sectors to the backing device sorted by sector, flush the backing
+ * device, then mark them clean. Their blocks stay in the lookup as clean
+ * copies.
  */
 static void __wb_writeback_batch(struct wb_device *wb)
 {
@@ -156,24 +216,26 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	 * The segments cannot change: they are flushed and not written back.
 	 * Their reads go out together.
 	 */
+	wb_get_batch_bufs(wb, segs, has_dirty, n);
 	do {
 		wb_aio_init(&aio);
 		for (b = 0; b < n; b++)
-			if (has_dirty[b])
+			if (wb->wb_taken[b])
 				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
 					      wb_data_block_sector(segs[b]->slot, 0),
-					      wb->wb_buf[b], lens[b] * WB_BLOCK_SIZE);
+					      wb->wb_taken[b], lens[b] * WB_BLOCK_SIZE);
 		err = wb_aio_wait(&aio);
 		if (err == -ENOMEM)
 			msleep(100);
 	} while (err == -ENOMEM);
 	if (err) {
 		wb_set_dead(wb, WB_DEV_CACHE, "read", aio.err_sector, err);
+		wb_put_batch_bufs_locked(wb, segs, n);
 		return;
 	}
 	for (b = 0; b < n; b++)
-		if (has_dirty[b])
-			invalidate_kernel_vmap_range(wb->wb_buf[b],
+		if (wb->wb_taken[b])
+			invalidate_kernel_vmap_range(wb->wb_taken[b],
 						     lens[b] * WB_BLOCK_SIZE);
 
 	sort(wb->wb_entries, nr, sizeof(*wb->wb_entries), wb_entry_cmp, NULL);
@@ -195,16 +257,18 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		if (i + 1 < nr && wb->wb_entries[i + 1].sector == e->sector)
 			continue;
 		wb_submit_runs(wb, &aio, e,
-			       wb->wb_buf[e->batch_idx] + e->idx * WB_BLOCK_SIZE);
+			       wb->wb_data[e->batch_idx] + e->idx * WB_BLOCK_SIZE);
 	}
 	blk_finish_plug(&plug);
 	err = wb_aio_wait(&aio);
 	if (err == -ENOMEM) {
+		wb_put_batch_bufs_locked(wb, segs, n);
 		msleep(100);
 		return;		/* the batch is written again later */
 	}
 	if (err) {
 		wb_set_dead(wb, WB_DEV_BACKING, "write", aio.err_sector, err);
+		wb_put_batch_bufs_locked(wb, segs, n);
 		return;
 	}
 
@@ -214,8 +278,10 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	 * and the superblock record may name them.
 	 */
 	err = wb_flush_dev(wb, WB_DEV_BACKING);
-	if (err)
+	if (err) {
+		wb_put_batch_bufs_locked(wb, segs, n);
 		return;
+	}
 
 written:
 	/*
@@ -224,6 +290,9 @@ written:
 	 * their readers before it overwrites the slot).
 	 */
 	spin_lock(&wb->lock);
+	/* Before the slots count as free: wb_get_cur reclaims kept buffers. */
+	if (nr)
+		wb_put_batch_bufs(wb, segs, n);
 	for (b = 0; b < n; b++)
 		for (j = 0; j < lens[b]; j++)
 			wb_mark_clean(wb, &segs[b]->mb[j]);

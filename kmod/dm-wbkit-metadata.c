@@ -442,7 +442,7 @@ static int wb_scan_ids(struct wb_device *wb, u64 *max_id)
 		for (k = 0; k < n; k++)
 			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
 				      wb_slot_start_sector(first + k),
-				      wb->wb_buf[k / per_buf] +
+				      wb_scratch(wb, k / per_buf) +
 				      (k % per_buf) * hdr_bytes, hdr_bytes);
 		err = wb_aio_wait(&aio);
 		if (err) {
@@ -451,7 +451,7 @@ static int wb_scan_ids(struct wb_device *wb, u64 *max_id)
 			return err;
 		}
 		for (k = 0; k < n; k++) {
-			void *p = wb->wb_buf[k / per_buf] +
+			void *p = wb_scratch(wb, k / per_buf) +
 				  (k % per_buf) * hdr_bytes;
 			u64 id;
 
@@ -685,7 +685,7 @@ static const char *wb_known_signature(const u8 *blk, const u8 *blk2,
 int wb_check_cache_signature(struct wb_device *wb, bool *blank)
 {
 	struct block_device *bdev = wb->cache_dev->bdev;
-	u8 *blk64 = wb->wb_buf[0];	/* idle: no writeback before the start */
+	u8 *blk64 = wb_scratch(wb, 0);
 	const char *what;
 	u32 magic;
 	int err;
@@ -785,6 +785,30 @@ void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg)
 		spin_lock(&wb->lock);
 	}
 	wb->free_rambuf[wb->nr_free_rambuf++] = buf;
+}
+
+/*
+ * A buffer from the pool: a free one, else the oldest kept one. Called with
+ * wb->lock held; drops it while waiting. One is always free or kept, or
+ * about to be (another thread's wb_reclaim_buf): the pool holds
+ * WB_NR_RAMBUF segments and a whole writeback batch at once.
+ */
+void *wb_take_buf(struct wb_device *wb)
+{
+	for (;;) {
+		if (wb->nr_free_rambuf)
+			return wb->free_rambuf[--wb->nr_free_rambuf];
+		if (!list_empty(&wb->retained)) {
+			wb_reclaim_buf(wb, list_first_entry(&wb->retained,
+							    struct wb_segment,
+							    retain_node));
+			continue;
+		}
+		spin_unlock(&wb->lock);
+		wait_event(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
+			   !list_empty(&wb->retained));
+		spin_lock(&wb->lock);
+	}
 }
 
 /*
@@ -923,6 +947,7 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
 
 	spin_lock(&wb->lock);
+	wb->nr_seg_bufs--;
 	if (err)
 		seg->buf = NULL;	/* new readers fail: the target is dead */
 	else

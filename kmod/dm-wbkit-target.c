@@ -89,6 +89,13 @@ static int wb_get_cur(struct wb_device *wb)
 			spin_lock(&wb->lock);
 			continue;
 		}
+		if (wb->nr_seg_bufs == WB_NR_RAMBUF) {
+			spin_unlock(&wb->lock);
+			wait_event(wb->wait, READ_ONCE(wb->nr_seg_bufs) <
+					     WB_NR_RAMBUF || wb_dead(wb));
+			spin_lock(&wb->lock);
+			continue;
+		}
 		if (!wb->nr_free_rambuf && !list_empty(&wb->retained)) {
 			wb_reclaim_buf(wb, list_first_entry(&wb->retained,
 							    struct wb_segment,
@@ -120,6 +127,7 @@ static int wb_get_cur(struct wb_device *wb)
 		seg->id = id;
 		seg->length = 0;
 		seg->buf = wb->free_rambuf[--wb->nr_free_rambuf];
+		wb->nr_seg_bufs++;
 		memset(seg->buf, 0, WB_BLOCK_SIZE);
 		wb->cur = seg;
 	}
@@ -967,14 +975,12 @@ static void wb_destroy(struct wb_device *wb)
 		wb->flush_wq = NULL;	/* wb_set_dead must not queue work on it */
 	}
 
-	for (i = 0; i < WB_MAX_BATCH; i++)
-		vfree(wb->wb_buf[i]);
 	kvfree(wb->wb_entries);
 	vfree(wb->rc_data);
 	kvfree(wb->rc_hash);
 	kvfree(wb->rc_sorted);
 	kvfree(wb->rc_cells);
-	for (i = 0; i < WB_NR_RAMBUF; i++)
+	for (i = 0; i < WB_NR_BUFS; i++)
 		vfree(wb->rambuf[i]);
 	free_page((unsigned long)wb->bounce);
 	free_page((unsigned long)wb->bounce2);
@@ -1018,16 +1024,11 @@ static int wb_alloc_metadata(struct wb_device *wb)
 		INIT_LIST_HEAD(&wb->segs[k].flush_node);
 		INIT_LIST_HEAD(&wb->segs[k].retain_node);
 	}
-	for (i = 0; i < WB_NR_RAMBUF; i++) {
+	for (i = 0; i < WB_NR_BUFS; i++) {
 		wb->rambuf[i] = vmalloc(WB_SEGMENT_SIZE);
 		if (!wb->rambuf[i])
 			return -ENOMEM;
 		wb->free_rambuf[wb->nr_free_rambuf++] = wb->rambuf[i];
-	}
-	for (i = 0; i < WB_MAX_BATCH; i++) {
-		wb->wb_buf[i] = vmalloc(WB_BLOCKS_PER_SEGMENT * WB_BLOCK_SIZE);
-		if (!wb->wb_buf[i])
-			return -ENOMEM;
 	}
 	wb->rc_nr = wb->tunable[WB_T_NR_READ_CACHE_CELLS];
 	wb->rc_nr_free = wb->rc_nr;

@@ -20,7 +20,9 @@
  * - seg->nr_writers: the same, per segment; the flusher waits for 0 before
  *   it checksums and writes the segment.
  * - seg->nr_buf_readers: reads copying out of seg->buf; the buffer goes
- *   back to the pool only at 0.
+ *   back to the pool only at 0. A writeback batch that reads a kept
+ *   buffer takes its segment off wb->retained instead, so that nothing
+ *   reclaims the buffer until the batch gives it back.
  * - seg->nr_dev_readers: reads of the slot on the cache device (remapped
  *   read hits, merges); the flusher waits for 0 before it writes a new
  *   segment into the slot. Pins are only taken through the hash table,
@@ -62,8 +64,14 @@
 
 #define DM_MSG_PREFIX "writeboost"
 
-#define WB_NR_RAMBUF		8	/* RAM buffer segments in the pool (as upstream) */
+#define WB_NR_RAMBUF		8	/* open and unwritten segments at most (as upstream) */
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
+/*
+ * The buffer pool: enough for WB_NR_RAMBUF segments and a whole writeback
+ * batch at once, so neither ever waits for the other. Buffers neither
+ * uses stay with the segments written last (wb->retained).
+ */
+#define WB_NR_BUFS		(WB_NR_RAMBUF + WB_MAX_BATCH)
 #define WB_STATLEN		16
 #define WB_ALL_DIRTY		0xffU
 
@@ -218,12 +226,15 @@ struct wb_device {
 	u64 last_durable_id;		/* highest id flushed (or FUA) there */
 	u64 last_writeback_id;		/* highest id on the backing device */
 	u64 nr_dirty;			/* hashed copies that are dirty */
-	void *rambuf[WB_NR_RAMBUF];
+	void *rambuf[WB_NR_BUFS];	/* WB_SEGMENT_SIZE each */
 	unsigned int nr_free_rambuf;
-	void *free_rambuf[WB_NR_RAMBUF];
+	void *free_rambuf[WB_NR_BUFS];
+	unsigned int nr_seg_bufs;	/* held by open and unwritten segments */
 	/*
-	 * Written segments that keep their RAM buffer, oldest first: a
-	 * segment needing a buffer takes the oldest one when none is free.
+	 * Written segments that keep their RAM buffer, oldest first: when no
+	 * buffer is free, a new segment or a writeback batch takes the
+	 * oldest one. A batch borrows the kept buffers of its own segments
+	 * (off this list meanwhile) instead of reading the cache device.
 	 */
 	struct list_head retained;
 	struct list_head flush_queue;	/* sealed, in id order */
@@ -250,7 +261,10 @@ struct wb_device {
 	struct task_struct *wb_task;
 	struct mutex wb_batch_lock;	/* one writeback batch at a time */
 	wait_queue_head_t wb_wait;
-	void *wb_buf[WB_MAX_BATCH];
+	/* Per segment of the batch, under wb_batch_lock: */
+	void *wb_data[WB_MAX_BATCH];	/* its data blocks */
+	void *wb_taken[WB_MAX_BATCH];	/* a pool buffer the batch read into */
+	bool wb_kept[WB_MAX_BATCH];	/* borrowed: seg->buf, off wb->retained */
 	struct wb_wb_entry *wb_entries;
 	atomic_t drop_caches;
 	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
@@ -316,6 +330,7 @@ void wb_flush_work(struct work_struct *work);
 void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg);
 void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg);
 void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg);
+void *wb_take_buf(struct wb_device *wb);
 
 struct wb_aio {
 	atomic_t pending;
@@ -345,6 +360,15 @@ static inline struct block_device *wb_bdev(struct wb_device *wb,
 					   enum wb_dev_kind dev)
 {
 	return dev == WB_DEV_CACHE ? wb->cache_dev->bdev : wb->backing_dev->bdev;
+}
+
+/*
+ * Scratch space for construction and replay, before the threads start: the
+ * buffers a writeback batch would use.
+ */
+static inline void *wb_scratch(struct wb_device *wb, unsigned int i)
+{
+	return wb->rambuf[WB_NR_RAMBUF + i];
 }
 
 /* Slot of segment id (ids start at 1). */
