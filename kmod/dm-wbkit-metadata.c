@@ -768,10 +768,11 @@ void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg)
 }
 
 /*
- * Takes a written segment's kept RAM buffer back into the pool. Called with
- * wb->lock held; drops it while reads still copy out of the buffer. Readers
- * pin it only under the lock and through seg->buf, so none can start once
- * seg->buf is NULL: they go to the cache device, which holds the same data.
+ * Takes a segment's RAM buffer back into the pool (a kept one, or one whose
+ * write failed). Called with wb->lock held; drops it while reads still copy
+ * out of the buffer. Readers pin it only under the lock and through
+ * seg->buf, so none can start once seg->buf is NULL: they go to the cache
+ * device, which holds the same data (or fail, on a dead target).
  */
 void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg)
 {
@@ -788,27 +789,32 @@ void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg)
 }
 
 /*
- * A buffer from the pool: a free one, else the oldest kept one. Called with
- * wb->lock held; drops it while waiting. One is always free or kept, or
+ * With no pool buffer free: takes back the oldest kept one, else waits until
+ * one is free or kept (or the target dies). Called with wb->lock held; drops
+ * it meanwhile, so the caller looks again. One is always free or kept, or
  * about to be (another thread's wb_reclaim_buf): the pool holds
  * WB_NR_RAMBUF segments and a whole writeback batch at once.
  */
+void wb_wait_free_buf(struct wb_device *wb)
+{
+	if (!list_empty(&wb->retained)) {
+		wb_reclaim_buf(wb, list_first_entry(&wb->retained,
+						    struct wb_segment,
+						    retain_node));
+		return;
+	}
+	spin_unlock(&wb->lock);
+	wait_event(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
+		   !list_empty(&wb->retained) || wb_dead(wb));
+	spin_lock(&wb->lock);
+}
+
+/* A buffer from the pool. Called with wb->lock held; may drop it. */
 void *wb_take_buf(struct wb_device *wb)
 {
-	for (;;) {
-		if (wb->nr_free_rambuf)
-			return wb->free_rambuf[--wb->nr_free_rambuf];
-		if (!list_empty(&wb->retained)) {
-			wb_reclaim_buf(wb, list_first_entry(&wb->retained,
-							    struct wb_segment,
-							    retain_node));
-			continue;
-		}
-		spin_unlock(&wb->lock);
-		wait_event(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
-			   !list_empty(&wb->retained));
-		spin_lock(&wb->lock);
-	}
+	while (!wb->nr_free_rambuf)
+		wb_wait_free_buf(wb);
+	return wb->free_rambuf[--wb->nr_free_rambuf];
 }
 
 /*
@@ -948,11 +954,11 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 
 	spin_lock(&wb->lock);
 	wb->nr_seg_bufs--;
-	if (err)
-		seg->buf = NULL;	/* new readers fail: the target is dead */
-	else
+	if (err) {
+		/* The target is dead: new readers fail, the buffer goes back. */
+		wb_reclaim_buf(wb, seg);
+	} else {
 		list_add_tail(&seg->retain_node, &wb->retained);
-	if (!err) {
 		seg->header_zeroed = false;
 		if (preflush)
 			wb->zero_unflushed = false;
@@ -967,14 +973,6 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 		WRITE_ONCE(wb->last_flushed_id, seg->id);
 	}
 	spin_unlock(&wb->lock);
-
-	if (err) {
-		/* Reads still copying out of the buffer finish first. */
-		wait_event(wb->copy_wait, !atomic_read(&seg->nr_buf_readers));
-		spin_lock(&wb->lock);
-		wb->free_rambuf[wb->nr_free_rambuf++] = buf;
-		spin_unlock(&wb->lock);
-	}
 	wake_up_all(&wb->wait);
 	wake_up(&wb->wb_wait);
 }

@@ -96,17 +96,8 @@ static int wb_get_cur(struct wb_device *wb)
 			spin_lock(&wb->lock);
 			continue;
 		}
-		if (!wb->nr_free_rambuf && !list_empty(&wb->retained)) {
-			wb_reclaim_buf(wb, list_first_entry(&wb->retained,
-							    struct wb_segment,
-							    retain_node));
-			continue;
-		}
 		if (!wb->nr_free_rambuf) {
-			spin_unlock(&wb->lock);
-			wait_event(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
-				   !list_empty(&wb->retained) || wb_dead(wb));
-			spin_lock(&wb->lock);
+			wb_wait_free_buf(wb);
 			continue;
 		}
 

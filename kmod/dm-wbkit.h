@@ -330,6 +330,7 @@ void wb_flush_work(struct work_struct *work);
 void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg);
 void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg);
 void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg);
+void wb_wait_free_buf(struct wb_device *wb);
 void *wb_take_buf(struct wb_device *wb);
 
 struct wb_aio {
