@@ -212,30 +212,30 @@ fi
 
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $rounds rounds, ${runtime}s per fio row, hits over $hit_mib MiB, dbench ${dbench_time}s on a disk throttled to $hdd_iops IOPS"
 vm_results | awk -v rounds="$rounds" -v rows="$rows" '
-	function median(key,   v, m, r, j, x) {
-		m = 0
-		for (r = 1; r <= rounds; r++) {
-			if (!((r, key) in val)) continue
-			x = val[r, key]
-			for (j = m; j > 0 && v[j] > x; j--) v[j + 1] = v[j]
-			v[j + 1] = x; m++
-		}
-		if (!m) return 0
+	# Inserts x into v[1..m], kept sorted; returns the new count.
+	function insert(v, m, x,   j) {
+		for (j = m; j > 0 && v[j] > x; j--) v[j + 1] = v[j]
+		v[j + 1] = x
+		return m + 1
+	}
+	function middle(v, m) {
 		return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
 	}
+	function median(key,   v, m, r) {
+		m = 0
+		for (r = 1; r <= rounds; r++)
+			if ((r, key) in val) m = insert(v, m, val[r, key])
+		return m ? middle(v, m) : 0
+	}
 	# Median over the rounds of wbkit/upstream (inv: upstream/wbkit).
-	function pair_median(key, inv,   v, m, r, j, x, w, u) {
+	function pair_median(key, inv,   v, m, r, w, u) {
 		m = 0
 		for (r = 1; r <= rounds; r++) {
 			if (!((r, "wbkit." key) in val) || !((r, "upstream." key) in val)) continue
 			w = val[r, "wbkit." key]; u = val[r, "upstream." key]
-			if (w <= 0 || u <= 0) continue
-			x = inv ? u / w : w / u
-			for (j = m; j > 0 && v[j] > x; j--) v[j + 1] = v[j]
-			v[j + 1] = x; m++
+			if (w > 0 && u > 0) m = insert(v, m, inv ? u / w : w / u)
 		}
-		if (!m) return "-"
-		return sprintf("%.2f", m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2)
+		return m ? sprintf("%.2f", middle(v, m)) : "-"
 	}
 	function best(key, low,   r, b, x) {
 		b = ""
