@@ -16,8 +16,8 @@
 #              last (IOPS): dm-wbkit serves them from the RAM buffers its
 #              segments keep after they are written
 #   randrw     70/30 random read/write over that same cached data (IOPS)
-#              Of the default 64 MiB, about 30 % stays in the RAM buffers
-#              dm-wbkit's written segments keep (up to ~19.5 MiB while
+#              Of the default 64 MiB, about 43 % stays in the RAM buffers
+#              dm-wbkit's written segments keep (up to ~27.5 MiB while
 #              writeback is idle); WBKIT_BENCH_HIT_MIB=1024 makes nearly
 #              every hit a read of the cache device.
 #   dbench     dbench -s (4 clients, O_SYNC) on a fresh ext4 over the cached device,

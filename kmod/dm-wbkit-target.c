@@ -229,6 +229,32 @@ static void wb_rc_cancel_sequential(struct wb_device *wb, u32 idx,
 }
 
 /*
+ * The cells' data exists only once read caching has been on (see
+ * WB_NR_SPARE_BUFS) and stays until the destructor: a staged read may still
+ * copy into it after read caching is switched off. wb_rc_reserve reads the
+ * threshold under wb->lock, and rc_data is set under it before the
+ * threshold is, so a cell is only ever staged with its data allocated.
+ */
+static int wb_rc_alloc_data(struct wb_device *wb)
+{
+	void *data;
+
+	if (READ_ONCE(wb->rc_data))
+		return 0;
+	data = vmalloc(array_size(wb->rc_nr, WB_BLOCK_SIZE));
+	if (!data)
+		return -ENOMEM;
+	spin_lock(&wb->lock);
+	if (!wb->rc_data) {
+		wb->rc_data = data;
+		data = NULL;
+	}
+	spin_unlock(&wb->lock);
+	vfree(data);	/* a concurrent message allocated it first */
+	return 0;
+}
+
+/*
  * Stages a full 4 KiB read miss of block: the caller remaps the read to the
  * backing device, and its data goes into the cell when it ends. Called
  * with wb->lock held.
@@ -1030,8 +1056,9 @@ static int wb_alloc_metadata(struct wb_device *wb)
 	wb->rc_sorted = kvcalloc(wb->rc_nr, sizeof(*wb->rc_sorted), GFP_KERNEL);
 	wb->rc_hash = kvcalloc(1U << wb->rc_hash_bits, sizeof(*wb->rc_hash),
 			       GFP_KERNEL);
-	wb->rc_data = vmalloc(array_size(wb->rc_nr, WB_BLOCK_SIZE));
-	if (!wb->rc_cells || !wb->rc_sorted || !wb->rc_hash || !wb->rc_data)
+	if (!wb->rc_cells || !wb->rc_sorted || !wb->rc_hash)
+		return -ENOMEM;
+	if (wb->tunable[WB_T_READ_CACHE_THRESHOLD] && wb_rc_alloc_data(wb))
 		return -ENOMEM;
 	wb->wb_entries = kvcalloc(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT,
 				  sizeof(*wb->wb_entries), GFP_KERNEL);
@@ -1404,6 +1431,10 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 	    val > wb_tunables[t].arg.max) {
 		DMWARN("%s", wb_tunables[t].arg.error);
 		return -EINVAL;
+	}
+	if (t == WB_T_READ_CACHE_THRESHOLD && val && wb_rc_alloc_data(wb)) {
+		DMWARN("no memory for the read cache cells");
+		return -ENOMEM;
 	}
 	WRITE_ONCE(wb->tunable[t], val);
 	wake_up(&wb->wb_wait);

@@ -67,11 +67,19 @@
 #define WB_NR_RAMBUF		8	/* open and unwritten segments at most (as upstream) */
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
 /*
+ * dm-writeboost allocates its 2048 read cache cells (8 MiB) whatever the
+ * read_cache_threshold; dm-wbkit allocates them only once read caching is
+ * on and gives the written segments this many more buffers instead: with
+ * read caching off (the default) both targets hold 28 MiB per device.
+ */
+#define WB_NR_SPARE_BUFS	16
+/*
  * The buffer pool: enough for WB_NR_RAMBUF segments and a whole writeback
  * batch at once, so neither ever waits for the other. Buffers neither
- * uses stay with the segments written last (wb->retained).
+ * uses stay with the segments written last (wb->retained), which serve
+ * read hits from RAM.
  */
-#define WB_NR_BUFS		(WB_NR_RAMBUF + WB_MAX_BATCH)
+#define WB_NR_BUFS		(WB_NR_RAMBUF + WB_MAX_BATCH + WB_NR_SPARE_BUFS)
 #define WB_STATLEN		16
 #define WB_ALL_DIRTY		0xffU
 
@@ -276,7 +284,7 @@ struct wb_device {
 	 * and rc_work injects it.
 	 */
 	struct wb_rc_cell *rc_cells;
-	void *rc_data;			/* 4 KiB per cell */
+	void *rc_data;			/* 4 KiB per cell; NULL until read caching is on */
 	struct wb_rc_key *rc_sorted;	/* rc_work only: cells by sector */
 	struct hlist_head *rc_hash;
 	unsigned int rc_hash_bits;

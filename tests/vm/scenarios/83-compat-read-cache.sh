@@ -9,6 +9,8 @@
 # - 512-byte reads are never cached;
 # - a write to a staged block cancels its cell (7 injected, not 8);
 # - read_cache_threshold 0 by message stops caching, 4 starts it again;
+# - a device constructed without read caching starts it by message
+#   (dm-wbkit allocates the cells' data only then);
 # - every block reads back what the backing device or the last write holds.
 # The 16 counters, the blocks logged (cursor advance) and the table line
 # must equal upstream's.
@@ -77,6 +79,12 @@ run() { # <backing> <cache> <tag>
 	same "block 406" 406 1 /tmp/w406 0
 	same "blocks 407-2047" 407 1641 /tmp/base 407
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
+	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2 2 nr_read_cache_cells 8"
+	$DD if=/tmp/base of=/dev/mapper/wb bs=4k skip=1000 seek=1000 count=1 oflag=direct conv=notrunc 2>/dev/null || wb_fail "write failed"
+	$DMSETUP message wb 0 read_cache_threshold 4 || wb_fail "message read_cache_threshold 4 failed"
+	phase "$3" late twice 700 703 706 709 712 715 718 721
+	same "blocks 700-721" 700 22 /tmp/base 700
+	$DMSETUP remove wb || wb_fail "$3: remove failed"
 	wb_report "done_$3" yes
 }
 
@@ -91,7 +99,7 @@ echo "read cache: ${VM_ELAPSED}s"
 [ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
 fail=0
 for k in table random random_logged random_dirty sequential sequential_logged partial partial_logged \
-	staged_write staged_write_logged threshold_off off off_logged threshold_on on on_logged dirty done; do
+	staged_write staged_write_logged threshold_off off off_logged threshold_on on on_logged dirty late late_logged done; do
 	up=$(vm_result "${k}_upstream")
 	wb=$(vm_result "${k}_wbkit")
 	printf '%-20s upstream %-40s dm-wbkit %s\n' "$k" "$up" "$wb"
@@ -104,6 +112,7 @@ r=$(vm_result random_upstream)
 [ "$(wbkit_counter "$(vm_result sequential_upstream)" 1)" = 16 ] || { echo "upstream: a sequential run was cached"; fail=1; }
 [ "$(vm_result staged_write_logged_upstream)" = 8 ] || { echo "upstream: the written block's cell was not cancelled"; fail=1; }
 [ "$(wbkit_counter "$(vm_result off_upstream)" 1)" = 16 ] || { echo "upstream: read_cache_threshold 0 did not stop caching"; fail=1; }
+[ "$(vm_result late_logged_upstream)" = 8 ] || { echo "upstream: read caching started by message cached nothing"; fail=1; }
 [ "$(vm_result table_upstream)" = "4 read_cache_threshold 4 nr_read_cache_cells 8" ] || { echo "upstream: unexpected table line"; fail=1; }
 [ "$(vm_result threshold_off_upstream),$(vm_result threshold_on_upstream)" = "0,4" ] || { echo "upstream: the status does not show the threshold set by message"; fail=1; }
 exit $fail
