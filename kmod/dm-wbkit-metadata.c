@@ -828,7 +828,8 @@ void wb_seal(struct wb_device *wb)
 
 	if (!seg || !seg->length)
 		return;
-	wb->cur = NULL;
+	WRITE_ONCE(wb->cur, NULL);
+	wb->nr_open_commits = 0;
 	WRITE_ONCE(wb->last_sealed_id, seg->id);
 	if (seg->length < WB_BLOCKS_PER_SEGMENT)
 		atomic64_inc(&wb->nr_partial_flushed);
@@ -851,6 +852,7 @@ static void wb_complete_commits(struct wb_device *wb)
 {
 	struct bio_list done = BIO_EMPTY_LIST, keep = BIO_EMPTY_LIST;
 	bool dead = wb_dead(wb);
+	unsigned int nr_done = 0;
 	struct bio *bio;
 
 	spin_lock(&wb->lock);
@@ -858,12 +860,16 @@ static void wb_complete_commits(struct wb_device *wb)
 		struct wb_per_bio *pb =
 			dm_per_bio_data(bio, sizeof(struct wb_per_bio));
 
-		if (dead || pb->commit_id <= wb->last_durable_id)
+		if (dead || pb->commit_id <= wb->last_durable_id) {
 			bio_list_add(&done, bio);
-		else
+			nr_done++;
+		} else {
 			bio_list_add(&keep, bio);
+		}
 	}
 	wb->commit_waiters = keep;
+	if (nr_done)
+		wb->last_commit_group = nr_done;
 	spin_unlock(&wb->lock);
 	while ((bio = bio_list_pop(&done))) {
 		bio->bi_status = dead ? BLK_STS_IOERR : BLK_STS_OK;
@@ -911,6 +917,7 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 	struct wb_aio aio;
 	blk_opf_t opf;
 	void *buf;
+	u64 started;
 	int err = 0;
 
 	wait_event(wb->copy_wait, wb_copies_done(wb, seg));
@@ -935,6 +942,7 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 	preflush = wb->zero_unflushed ||
 		   READ_ONCE(wb->last_durable_id) + 1 < seg->id;
 	opf = REQ_OP_WRITE | (preflush ? REQ_PREFLUSH : 0) | (fua ? REQ_FUA : 0);
+	started = ktime_get_ns();
 	while (!err) {
 		wb_aio_init(&aio);
 		wb_aio_submit(wb, &aio, WB_DEV_CACHE, opf, start, buf,
@@ -951,6 +959,7 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 	}
 	if (err)
 		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
+	wb->last_seg_write_ns = ktime_get_ns() - started;
 
 	spin_lock(&wb->lock);
 	wb->nr_seg_bufs--;
@@ -978,6 +987,36 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 }
 
 /*
+ * Before the open segment is sealed for flush/FUA bios: when the last
+ * commit completed more bios than wait in it now, their senders (O_DSYNC
+ * writers, journal commits) are likely sending the next ones. Waiting for
+ * them, at most as long as the last segment write took (and
+ * WB_GATHER_MAX_NS), lets one segment write complete them all instead of
+ * a write for the first and another for the rest: at worst one commit
+ * takes twice as long, and the writes per commit halve. A lone writer (a
+ * group of one) never waits. Called with wb->lock held; returns true when
+ * it dropped the lock to wait.
+ */
+static bool wb_gather_commits(struct wb_device *wb)
+{
+	struct wb_segment *seg = wb->cur;
+	u64 wait_ns;
+
+	if (!seg || seg->length == WB_BLOCKS_PER_SEGMENT ||
+	    wb->nr_open_commits >= wb->last_commit_group)
+		return false;
+	wait_ns = min_t(u64, wb->last_seg_write_ns, WB_GATHER_MAX_NS);
+	spin_unlock(&wb->lock);
+	wait_event_hrtimeout(wb->commit_wait,
+			     READ_ONCE(wb->cur) != seg || wb_dead(wb) ||
+			     READ_ONCE(wb->nr_open_commits) >=
+			     READ_ONCE(wb->last_commit_group),
+			     ns_to_ktime(wait_ns));
+	spin_lock(&wb->lock);
+	return true;
+}
+
+/*
  * Writes sealed segments to the cache device one at a time in id order (the
  * workqueue is ordered, the queue is in id order) and completes the flush/FUA
  * bios. Group commit: while a segment is being written, new flush/FUA bios
@@ -989,7 +1028,7 @@ void wb_flush_work(struct work_struct *work)
 {
 	struct wb_device *wb = container_of(work, struct wb_device, flush_work);
 	struct wb_segment *seg, *zero_next;
-	bool fua, flush_only;
+	bool fua, flush_only, gathered = false;
 	u64 upto;
 
 	for (;;) {
@@ -1002,6 +1041,12 @@ void wb_flush_work(struct work_struct *work)
 		seg = list_first_entry_or_null(&wb->flush_queue,
 					       struct wb_segment, flush_node);
 		if (!seg && wb->commit_id > wb->last_sealed_id) {
+			/* Look again after a wait: a writer may have sealed. */
+			if (!gathered && wb_gather_commits(wb)) {
+				gathered = true;
+				spin_unlock(&wb->lock);
+				continue;
+			}
 			wb_seal(wb);
 			seg = list_first_entry_or_null(&wb->flush_queue,
 						       struct wb_segment,
@@ -1036,6 +1081,7 @@ void wb_flush_work(struct work_struct *work)
 
 		if (seg) {
 			wb_write_segment(wb, seg, fua, zero_next);
+			gathered = false;
 		} else if (flush_only) {
 			/* Every segment up to upto is written: make it durable. */
 			if (!wb_flush_dev(wb, WB_DEV_CACHE)) {

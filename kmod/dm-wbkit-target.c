@@ -165,6 +165,10 @@ static bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id)
 	pb->commit_id = id;
 	bio_list_add(&wb->commit_waiters, bio);
 	wb->commit_id = max(wb->commit_id, id);
+	if (wb->cur && id == wb->cur->id &&
+	    ++wb->nr_open_commits >= wb->last_commit_group &&
+	    wq_has_sleeper(&wb->commit_wait))
+		wake_up(&wb->commit_wait);
 	return true;
 }
 
@@ -1117,6 +1121,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	spin_lock_init(&wb->lock);
 	init_waitqueue_head(&wb->wait);
 	init_waitqueue_head(&wb->copy_wait);
+	init_waitqueue_head(&wb->commit_wait);
 	bio_list_init(&wb->commit_waiters);
 	init_waitqueue_head(&wb->wb_wait);
 	mutex_init(&wb->wb_batch_lock);

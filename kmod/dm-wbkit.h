@@ -80,6 +80,8 @@
  * read hits from RAM.
  */
 #define WB_NR_BUFS		(WB_NR_RAMBUF + WB_MAX_BATCH + WB_NR_SPARE_BUFS)
+/* Group commit waits at most this long for more flush/FUA bios (ns). */
+#define WB_GATHER_MAX_NS	(2 * NSEC_PER_MSEC)
 #define WB_STATLEN		16
 #define WB_ALL_DIRTY		0xffU
 
@@ -250,6 +252,10 @@ struct wb_device {
 	wait_queue_head_t copy_wait;	/* a pin dropped to 0 */
 	struct bio_list commit_waiters;	/* flush/FUA bios, see wb_per_bio */
 	u64 commit_id;			/* highest id somebody needs durable */
+	/* Group commit (wb_gather_commits): */
+	unsigned int nr_open_commits;	/* commit waiters of the open segment */
+	unsigned int last_commit_group;	/* bios the last commit completed */
+	wait_queue_head_t commit_wait;	/* nr_open_commits went up */
 
 	/* Bio path */
 	spinlock_t bio_lock;
@@ -264,6 +270,7 @@ struct wb_device {
 	struct workqueue_struct *flush_wq;
 	struct work_struct flush_work;
 	bool zero_unflushed;		/* flusher only: a zeroed header not yet flushed */
+	u64 last_seg_write_ns;		/* flusher only: how long the last one took */
 
 	/* Writeback daemon */
 	struct task_struct *wb_task;
