@@ -70,8 +70,11 @@ esac
 
 vm_image "$work/backing.img" 4G
 vm_image "$work/backing-hdd.img" 4G
-vm_image "$work/cache-wbkit.img" 2G
-vm_image "$work/cache-upstream.img" 2G
+# Sparse: a row that seals a segment per write (fsync, dsync, dbench) writes
+# 2-3 GiB of slots on a fast host, and a cache that wraps starts writeback in
+# the middle of the row.
+vm_image "$work/cache-wbkit.img" 8G
+vm_image "$work/cache-upstream.img" 8G
 
 VM_TIMEOUT=${WBKIT_BENCH_VM_TIMEOUT:-3600}
 # Both modules stay loaded for the whole run, and upstream's keeps about
