@@ -829,7 +829,7 @@ void wb_seal(struct wb_device *wb)
 	if (!seg || !seg->length)
 		return;
 	WRITE_ONCE(wb->cur, NULL);
-	wb->nr_open_commits = 0;
+	WRITE_ONCE(wb->nr_open_commits, 0);
 	WRITE_ONCE(wb->last_sealed_id, seg->id);
 	if (seg->length < WB_BLOCKS_PER_SEGMENT)
 		atomic64_inc(&wb->nr_partial_flushed);
@@ -869,7 +869,7 @@ static void wb_complete_commits(struct wb_device *wb)
 	}
 	wb->commit_waiters = keep;
 	if (nr_done)
-		wb->last_commit_group = nr_done;
+		WRITE_ONCE(wb->last_commit_group, nr_done);
 	spin_unlock(&wb->lock);
 	while ((bio = bio_list_pop(&done))) {
 		bio->bi_status = dead ? BLK_STS_IOERR : BLK_STS_OK;
@@ -1003,14 +1003,13 @@ static bool wb_gather_commits(struct wb_device *wb)
 	u64 wait_ns;
 
 	if (!seg || seg->length == WB_BLOCKS_PER_SEGMENT ||
-	    wb->nr_open_commits >= wb->last_commit_group)
+	    wb_commit_group_gathered(wb))
 		return false;
 	wait_ns = min_t(u64, wb->last_seg_write_ns, WB_GATHER_MAX_NS);
 	spin_unlock(&wb->lock);
 	wait_event_hrtimeout(wb->commit_wait,
 			     READ_ONCE(wb->cur) != seg || wb_dead(wb) ||
-			     READ_ONCE(wb->nr_open_commits) >=
-			     READ_ONCE(wb->last_commit_group),
+			     wb_commit_group_gathered(wb),
 			     ns_to_ktime(wait_ns));
 	spin_lock(&wb->lock);
 	return true;

@@ -120,7 +120,7 @@ static int wb_get_cur(struct wb_device *wb)
 		seg->buf = wb->free_rambuf[--wb->nr_free_rambuf];
 		wb->nr_seg_bufs++;
 		memset(seg->buf, 0, WB_BLOCK_SIZE);
-		wb->cur = seg;
+		WRITE_ONCE(wb->cur, seg);
 	}
 	return 0;
 }
@@ -165,9 +165,10 @@ static bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id)
 	pb->commit_id = id;
 	bio_list_add(&wb->commit_waiters, bio);
 	wb->commit_id = max(wb->commit_id, id);
-	if (wb->cur && id == wb->cur->id &&
-	    ++wb->nr_open_commits >= wb->last_commit_group &&
-	    wq_has_sleeper(&wb->commit_wait))
+	if (!wb->cur || id != wb->cur->id)
+		return true;
+	WRITE_ONCE(wb->nr_open_commits, wb->nr_open_commits + 1);
+	if (wb_commit_group_gathered(wb) && wq_has_sleeper(&wb->commit_wait))
 		wake_up(&wb->commit_wait);
 	return true;
 }

@@ -372,6 +372,17 @@ static inline bool wb_dead(struct wb_device *wb)
 	return test_bit(WB_F_DEAD, &wb->flags);
 }
 
+/*
+ * Group commit: the open segment holds at least as many commit waiters as
+ * the last commit completed, so sealing it need not wait for more. Read
+ * without wb->lock too, in wb_gather_commits' wait condition.
+ */
+static inline bool wb_commit_group_gathered(struct wb_device *wb)
+{
+	return READ_ONCE(wb->nr_open_commits) >=
+	       READ_ONCE(wb->last_commit_group);
+}
+
 static inline struct block_device *wb_bdev(struct wb_device *wb,
 					   enum wb_dev_kind dev)
 {
