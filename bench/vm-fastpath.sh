@@ -59,9 +59,9 @@ case " $rows " in
 	mkdir -p "$work/extras"
 	files=("$(command -v dbench)" /usr/share/dbench/client.txt /usr/sbin/mke2fs)
 	for prog in "$(command -v dbench)" /usr/sbin/mke2fs; do
-		files+=($(ldd "$prog" | awk '$(NF-1) ~ /^\// { print $(NF-1) }'))
+		mapfile -t -O "${#files[@]}" files < <(ldd "$prog" | awk '$(NF-1) ~ /^\// { print $(NF-1) }')
 	done
-	files+=($(modprobe -S "$VM_KVER" -D ext4 | awk '$1 == "insmod" { print $2 }'))
+	mapfile -t -O "${#files[@]}" files < <(modprobe -S "$VM_KVER" -D ext4 | awk '$1 == "insmod" { print $2 }')
 	tar -chf "$work/extras.tar" "${files[@]}" 2>/dev/null
 	truncate -s %1M "$work/extras.tar"
 	extras=$work/extras.tar
