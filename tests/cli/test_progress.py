@@ -71,3 +71,28 @@ def test_wbdump_takes_the_cache_as_option_or_positional(demo):
     assert positional.stdout == option.stdout
     both = run([tool_path("wbdump"), demo[0], "--cache", demo[0]])
     assert both.returncode == 2
+
+
+def test_wbreplay_verifying_rescan_is_its_own_phase(tmp_path):
+    # The headers of a log with a corrupt segment before good ones look
+    # safe, so the replay starts while the checksums are verified (writing
+    # what verified segments hold); the stop found there makes it scan
+    # again, verifying, and replay what that scan says. A reader of the fd
+    # sees the scan once, then the verifying scan and the replay, the bytes
+    # of each run of a phase never going back.
+    fixture = ROOT / "fixtures" / "synthetic" / "corrupt-middle"
+    cache = decompress(fixture / "cache.img.zst", tmp_path / "cache.img")
+    backing = decompress(fixture / "backing.img.zst", tmp_path / "backing.img")
+    done, lines = run_with_progress_fd(
+        [tool_path("wbreplay"), "--cache", cache, "--backing", backing, "--force", "-q"])
+    assert done.returncode == 1, done.stderr  # forced: the discarded segments are not replayed
+    runs = []  # [phase, [done, ...], total] per run of lines of one phase
+    for phase, d, t in (line.split(" ") for line in lines):
+        if not runs or runs[-1][0] != phase:
+            runs.append([phase, [], 0])
+        runs[-1][1].append(int(d))
+        runs[-1][2] = int(t)
+    names = [r[0] for r in runs]
+    assert names[0] == "scan" and names.count("scan") == 1 and names[-2:] == ["verify", "replay"], lines
+    assert all(r[1] == sorted(r[1]) and r[1][-1] == r[2] for r in runs), lines
+    assert runs[-2][2] == 6 * 512 * 1024  # the verifying scan read every slot of the 6-segment cache
