@@ -26,6 +26,14 @@ trap 'rm -rf "$work" "$scratch"' EXIT
 cc -O2 -o "$work/wbstamp" "$root/tests/vm/wbstamp.c"
 
 failed=0 total=0
+# count_states NAME MIN OUTPUT: adds the states a wbcrash run checked to
+# total; a recording with fewer than MIN proves too little.
+count_states() {
+	local n
+	n=$(sed -n 's/^states_checked_a=\([0-9]*\).*/\1/p' <<<"$3")
+	total=$((total + ${n:-0}))
+	[ "${n:-0}" -ge "$2" ] || { echo "FAIL $1: only ${n:-0} states"; failed=1; }
+}
 for fixture in "$root"/fixtures/crash/*/; do
 	name=$(basename "$fixture")
 	rec=$work/$name
@@ -40,14 +48,11 @@ for fixture in "$root"/fixtures/crash/*/; do
 		out=$("$wbcrash" "$rec" --subsets 1 --torn 1 --seed 1 --max-windows "${CRASH_EXT4_WINDOWS:-30}" \
 			--recovery-every 5 --keep "$keep" --state-check "$here/ext4-check.sh" --work-dir "$scratch") || failed=1
 		echo "$out"
-		n=$(echo "$out" | sed -n 's/^states_checked_a=\([0-9]*\).*/\1/p')
-		total=$((total + ${n:-0}))
-		[ "${n:-0}" -ge 20 ] || { echo "FAIL $name: only ${n:-0} states"; failed=1; }
+		count_states "$name" 20 "$out"
 		rm -rf "$rec"
 		continue
 	fi
 
-	# shellcheck disable=SC1091
 	seed=$(sed -n 's/^seed=//p' "$rec/meta.kv")
 	ops=$(sed -n 's/^ops=//p' "$rec/meta.kv")
 	size=$(sed -n 's/^backing_bytes=//p' "$rec/meta.kv")
@@ -67,10 +72,8 @@ for fixture in "$root"/fixtures/crash/*/; do
 	out=$("$wbcrash" "$rec" --subsets "$subsets" --torn "${CRASH_TORN:-3}" --seed 1 \
 		--max-windows "${CRASH_WINDOWS:-50}" --recovery-every 10 --keep "$keep") || failed=1
 	echo "$out"
-	n=$(echo "$out" | sed -n 's/^states_checked_a=\([0-9]*\).*/\1/p')
-	total=$((total + ${n:-0}))
 	# A recording where every state is trivially empty would prove nothing.
-	[ "${n:-0}" -ge 50 ] || { echo "FAIL $name: only ${n:-0} states"; failed=1; }
+	count_states "$name" 50 "$out"
 	rm -rf "$rec"
 done
 [ "$total" -gt 0 ] || { echo "FAIL: no recordings under fixtures/crash"; exit 1; }
