@@ -32,7 +32,10 @@
 #   WBKIT_BENCH_ROUNDS (5), WBKIT_BENCH_RUNTIME (6 s per fio row),
 #   WBKIT_BENCH_DBENCH_TIME (15 s), WBKIT_BENCH_BACKING_IOPS (150),
 #   WBKIT_BENCH_ROWS (all: "randwrite fsync dsync readhit recent randrw dbench"),
-#   WBKIT_BENCH_HIT_MIB (64: the data readhit, recent and randrw read)
+#   WBKIT_BENCH_HIT_MIB (64: the data readhit, recent and randrw read),
+#   WBKIT_BENCH_CACHE_SIZE (8G; a small one, 256M say, makes the write rows
+#   wrap it and measure the steady state, writeback included: the bench then
+#   warns for every such row)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/vm-bench.inc"
@@ -43,6 +46,7 @@ dbench_time=${WBKIT_BENCH_DBENCH_TIME:-15}
 hdd_iops=${WBKIT_BENCH_BACKING_IOPS:-150}
 rows=${WBKIT_BENCH_ROWS:-randwrite fsync dsync readhit recent randrw dbench}
 hit_mib=${WBKIT_BENCH_HIT_MIB:-64}
+cache_size=${WBKIT_BENCH_CACHE_SIZE:-8G}
 
 vm_bench_prepare
 vm_has_upstream || { echo "skipped: upstream dm-writeboost.ko not built for $VM_KVER (dm-writeboost-dkms)"; exit 0; }
@@ -73,8 +77,8 @@ vm_image "$work/backing-hdd.img" 4G
 # Sparse: a row that seals a segment per write (fsync, dsync, dbench) writes
 # 2-3 GiB of slots on a fast host, and a cache that wraps starts writeback in
 # the middle of the row.
-vm_image "$work/cache-wbkit.img" 8G
-vm_image "$work/cache-upstream.img" 8G
+vm_image "$work/cache-wbkit.img" "$cache_size"
+vm_image "$work/cache-upstream.img" "$cache_size"
 
 VM_TIMEOUT=${WBKIT_BENCH_VM_TIMEOUT:-3600}
 # Both modules stay loaded for the whole run, and upstream's keeps about
@@ -213,7 +217,7 @@ if [ "$vrc" != 0 ]; then
 fi
 [ -z "$(vm_result skip)" ] || { echo "skipped: $(vm_result skip)"; exit 0; }
 
-echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $rounds rounds, ${runtime}s per fio row, hits over $hit_mib MiB, dbench ${dbench_time}s on a disk throttled to $hdd_iops IOPS"
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $rounds rounds, ${runtime}s per fio row, $cache_size caches, hits over $hit_mib MiB, dbench ${dbench_time}s on a disk throttled to $hdd_iops IOPS"
 vm_results | awk -v rounds="$rounds" -v rows="$rows" '
 	# Inserts x into v[1..m], kept sorted; returns the new count.
 	function insert(v, m, x,   j) {
