@@ -74,9 +74,9 @@ esac
 
 vm_image "$work/backing.img" 4G
 vm_image "$work/backing-hdd.img" 4G
-# Sparse: a row that seals a segment per write (fsync, dsync, dbench) writes
-# 2-3 GiB of slots on a fast host, and a cache that wraps starts writeback in
-# the middle of the row.
+# Sparse, 8 GiB by default: a row that seals a segment per write (fsync,
+# dsync, dbench) writes 2-3 GiB of slots on a fast host, and a cache that
+# wraps starts writeback in the middle of the row.
 vm_image "$work/cache-wbkit.img" "$cache_size"
 vm_image "$work/cache-upstream.img" "$cache_size"
 
