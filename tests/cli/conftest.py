@@ -62,6 +62,12 @@ def decompress(src: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
     return dest
 
 
+def fixture_images(fixture: pathlib.Path, tmp: pathlib.Path):
+    """A fixture's cache and backing images, decompressed into tmp."""
+    return (decompress(fixture / "cache.img.zst", tmp / "cache.img"),
+            decompress(fixture / "backing.img.zst", tmp / "backing.img"))
+
+
 def synthetic_fixtures():
     return sorted(p for p in (FIXTURES / "synthetic").iterdir() if (p / "cache.img.zst").exists())
 

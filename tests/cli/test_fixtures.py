@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import decompress, run, synthetic_fixtures, tool_path, upstream_fixtures
+from conftest import decompress, fixture_images, run, synthetic_fixtures, tool_path, upstream_fixtures
 
 
 def dump(cache, *extra):
@@ -19,8 +19,7 @@ def dump(cache, *extra):
 
 @pytest.mark.parametrize("fixture", synthetic_fixtures(), ids=lambda p: p.name)
 def test_synthetic_fixture_matches_expectation(tmp_path, fixture):
-    cache = decompress(fixture / "cache.img.zst", tmp_path / "cache.img")
-    backing = decompress(fixture / "backing.img.zst", tmp_path / "backing.img")
+    cache, backing = fixture_images(fixture, tmp_path)
     expected = json.loads((fixture / "expected.json").read_text())
     assert dump(cache, "--backing", backing) == expected
     assert (fixture / "DESCRIPTION").read_text().strip()

@@ -8,7 +8,7 @@ import pathlib
 import jsonschema
 import pytest
 
-from conftest import ROOT, decompress, run, synthetic_fixtures, tool_path, upstream_fixtures
+from conftest import ROOT, fixture_images, run, synthetic_fixtures, tool_path, upstream_fixtures
 
 SCHEMAS = ROOT / "docs" / "schemas"
 
@@ -42,8 +42,7 @@ FIXTURES = synthetic_fixtures() + upstream_fixtures()
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f"{p.parent.name}/{p.name}" for p in FIXTURES])
 def test_all_three_tools_validate_and_agree_on_the_log(fixture, tmp_path):
-    cache = decompress(fixture / "cache.img.zst", tmp_path / "cache.img")
-    backing = decompress(fixture / "backing.img.zst", tmp_path / "backing.img")
+    cache, backing = fixture_images(fixture, tmp_path)
 
     dump = run([tool_path("wbdump"), "--cache", cache, "--backing", backing, "--json", "--metablocks", "--block", "0",
                 "--slot", "0", "-q"])
@@ -75,8 +74,7 @@ def test_all_three_tools_validate_and_agree_on_the_log(fixture, tmp_path):
 
 def test_report_dash_is_stdout_and_creates_no_file(tmp_path):
     fixture = ROOT / "fixtures" / "synthetic" / "demo"
-    cache = decompress(fixture / "cache.img.zst", tmp_path / "cache.img")
-    backing = decompress(fixture / "backing.img.zst", tmp_path / "backing.img")
+    cache, backing = fixture_images(fixture, tmp_path)
     done = run([tool_path("wbrecover"), "--cache", cache, "--backing", backing, "--output", tmp_path / "out.img",
                 "--report", "-", "-q"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr

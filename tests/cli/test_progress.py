@@ -5,14 +5,13 @@ import os
 
 import pytest
 
-from conftest import ROOT, decompress, run, tool_path
+from conftest import ROOT, fixture_images, run, tool_path
 
 
 @pytest.fixture
 def demo(tmp_path):
     fixture = ROOT / "fixtures" / "synthetic" / "demo"
-    return (decompress(fixture / "cache.img.zst", tmp_path / "cache.img"),
-            decompress(fixture / "backing.img.zst", tmp_path / "backing.img"))
+    return fixture_images(fixture, tmp_path)
 
 
 def commands(demo, tmp_path):
@@ -81,8 +80,7 @@ def test_wbreplay_verifying_rescan_is_its_own_phase(tmp_path):
     # sees the scan once, then the verifying scan and the replay, the bytes
     # of each run of a phase never going back.
     fixture = ROOT / "fixtures" / "synthetic" / "corrupt-middle"
-    cache = decompress(fixture / "cache.img.zst", tmp_path / "cache.img")
-    backing = decompress(fixture / "backing.img.zst", tmp_path / "backing.img")
+    cache, backing = fixture_images(fixture, tmp_path)
     done, lines = run_with_progress_fd(
         [tool_path("wbreplay"), "--cache", cache, "--backing", backing, "--force", "-q"])
     assert done.returncode == 1, done.stderr  # forced: the discarded segments are not replayed

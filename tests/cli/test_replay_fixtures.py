@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import decompress, run, sha256, tool_path, upstream_fixtures
+from conftest import fixture_images, run, sha256, tool_path, upstream_fixtures
 
 FIXTURES = upstream_fixtures()
 
@@ -23,8 +23,7 @@ def test_upstream_fixtures_exist_or_skip():
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
 def test_wbreplay_gives_what_the_target_presented(tmp_path, fixture):
-    cache = decompress(fixture / "cache.img.zst", tmp_path / "cache.img")
-    backing = decompress(fixture / "backing.img.zst", tmp_path / "backing.img")
+    cache, backing = fixture_images(fixture, tmp_path)
     cache_before = sha256(cache)
     result = run([tool_path("wbreplay"), "--cache", cache, "--backing", backing, "--json", "-q"])
     assert result.returncode == 0, result.stderr
@@ -36,8 +35,7 @@ def test_wbreplay_gives_what_the_target_presented(tmp_path, fixture):
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
 def test_wbrecover_output_gives_what_the_target_presented(tmp_path, fixture):
-    cache = decompress(fixture / "cache.img.zst", tmp_path / "cache.img")
-    backing = decompress(fixture / "backing.img.zst", tmp_path / "backing.img")
+    cache, backing = fixture_images(fixture, tmp_path)
     backing_before = sha256(backing)
     out = tmp_path / "recovered.img"
     result = run([tool_path("wbrecover"), "--cache", cache, "--backing", backing, "--output", out, "-q"])

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import (DAMAGE, FIXTURES, OK, OPERATIONAL, REFUSED, ROOT, decompress, run, sha256, synthetic_fixtures,
+from conftest import (DAMAGE, FIXTURES, OK, OPERATIONAL, REFUSED, ROOT, fixture_images, run, sha256, synthetic_fixtures,
                       tool_path, upstream_fixtures)
 from test_json_schemas import validate
 
@@ -44,8 +44,7 @@ def as_real(doc):
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_dry_run_reports_what_the_real_run_does_and_writes_nothing(case, tmp_path):
     fixture, salvage, to_output = case
-    cache = decompress(fixture / "cache.img.zst", tmp_path / "cache.img")
-    backing = decompress(fixture / "backing.img.zst", tmp_path / "backing.img")
+    cache, backing = fixture_images(fixture, tmp_path)
     out = tmp_path / "out.img"
     args = ["--cache", cache, "--backing", backing, "-q", *(["--salvage"] if salvage else []),
             *(["--output", out] if to_output else [])]
