@@ -325,7 +325,7 @@ struct wb_device {
 	struct wb_cause cause;
 };
 
-/* dm-wbkit-metadata.c */
+/* dm-wbkit-metadata.c: dead state, I/O, hash table, format, replay */
 u32 wb_checksum(const void *seg_buf, u8 length);
 int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
 	       sector_t sector, void *buf, unsigned int len);
@@ -339,14 +339,6 @@ struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
 void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);
 void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb);
-void wb_seal(struct wb_device *wb);
-void wb_commit(struct wb_device *wb);
-void wb_flush_work(struct work_struct *work);
-void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg);
-void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg);
-void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg);
-void wb_wait_free_buf(struct wb_device *wb);
-void *wb_take_buf(struct wb_device *wb);
 
 struct wb_aio {
 	atomic_t pending;
@@ -361,7 +353,36 @@ void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
 		   void *buf, unsigned int len);
 int wb_aio_wait(struct wb_aio *aio);
 
-/* dm-wbkit-daemon.c */
+/* dm-wbkit-flush.c: buffer pool, open segment, seal, group commit */
+int wb_get_cur(struct wb_device *wb);
+int wb_wait_flushed(struct wb_device *wb, u64 id);
+u64 wb_seal_for_flush(struct wb_device *wb);
+bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id);
+void wb_seal(struct wb_device *wb);
+void wb_commit(struct wb_device *wb);
+void wb_flush_work(struct work_struct *work);
+void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg);
+void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg);
+void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg);
+void wb_wait_free_buf(struct wb_device *wb);
+void *wb_take_buf(struct wb_device *wb);
+
+/* dm-wbkit-io.c: the bio path */
+int writeboost_map(struct dm_target *ti, struct bio *bio);
+int writeboost_end_io(struct dm_target *ti, struct bio *bio,
+		      blk_status_t *error);
+void wb_io_work(struct work_struct *work);
+
+/* dm-wbkit-rcache.c: read cache cells */
+int wb_rc_alloc_data(struct wb_device *wb);
+bool wb_rc_reserve(struct wb_device *wb, struct wb_per_bio *pb,
+		   sector_t block);
+void wb_rc_read_done(struct wb_device *wb, struct bio *bio,
+		     struct wb_per_bio *pb, bool failed);
+void wb_rc_invalidate(struct wb_device *wb, sector_t block);
+void wb_rc_work(struct work_struct *work);
+
+/* dm-wbkit-daemon.c: writeback, superblock record, data sync */
 void wb_writeback_batch(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
