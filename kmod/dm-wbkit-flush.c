@@ -9,6 +9,8 @@
 
 #include "dm-wbkit.h"
 
+#define DM_MSG_PREFIX "writeboost"
+
 /* ---------------------------------------------------------------------- */
 /* Sealing and flushing segments: group commit */
 
@@ -37,7 +39,7 @@ int wb_get_cur(struct wb_device *wb)
 		if (wb_dead(wb))
 			return -EIO;
 		if (!wb_slot_free(wb, id)) {
-			wake_up(&wb->wb_wait);
+			wake_up(&wb->writeback_wait);
 			spin_unlock(&wb->lock);
 			wait_event(wb->wait, wb_slot_free(wb, id) || wb_dead(wb));
 			spin_lock(&wb->lock);
@@ -349,7 +351,7 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 	}
 	spin_unlock(&wb->lock);
 	wake_up_all(&wb->wait);
-	wake_up(&wb->wb_wait);
+	wake_up(&wb->writeback_wait);
 }
 
 /*

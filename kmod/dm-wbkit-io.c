@@ -7,6 +7,8 @@
 
 #include "dm-wbkit.h"
 
+#define DM_MSG_PREFIX "writeboost"
+
 /* ---------------------------------------------------------------------- */
 /* Helpers */
 

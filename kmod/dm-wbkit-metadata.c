@@ -19,6 +19,8 @@
 
 #include "dm-wbkit.h"
 
+#define DM_MSG_PREFIX "writeboost"
+
 /*
  * CRC-32C (Castagnoli) of bytes [512, 4096 * (length + 1)) of a segment:
  * the metablock area and the data blocks. Stored little-endian.
@@ -64,7 +66,7 @@ void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 	      wb_dev_name(dev), op, err, (unsigned long long)sector);
 
 	wake_up_all(&wb->wait);
-	wake_up_all(&wb->wb_wait);
+	wake_up_all(&wb->writeback_wait);
 	wake_up_all(&wb->copy_wait);
 	/* The flusher fails the flush/FUA bios that wait for a commit. */
 	if (wb->flush_wq)

@@ -11,6 +11,8 @@
 
 #include "dm-wbkit.h"
 
+#define DM_MSG_PREFIX "writeboost"
+
 /* ---------------------------------------------------------------------- */
 /* Read cache (read_cache_threshold, nr_read_cache_cells), as dm-writeboost */
 

@@ -22,6 +22,8 @@
 
 #include "dm-wbkit.h"
 
+#define DM_MSG_PREFIX "writeboost"
+
 /* ---------------------------------------------------------------------- */
 /* Constructor and destructor */
 
@@ -127,9 +129,9 @@ static void wb_stop_daemons(struct wb_device *wb)
 	if (wb->periodic_task)
 		kthread_stop(wb->periodic_task);
 	wb->periodic_task = NULL;
-	if (wb->wb_task)
-		kthread_stop(wb->wb_task);
-	wb->wb_task = NULL;
+	if (wb->writeback_task)
+		kthread_stop(wb->writeback_task);
+	wb->writeback_task = NULL;
 }
 
 static int wb_start_daemons(struct wb_device *wb)
@@ -139,7 +141,7 @@ static int wb_start_daemons(struct wb_device *wb)
 	t = kthread_run(wb_writeback_daemon, wb, "wbkit_writeback");
 	if (IS_ERR(t))
 		return PTR_ERR(t);
-	wb->wb_task = t;
+	wb->writeback_task = t;
 	t = kthread_run(wb_periodic_daemon, wb, "wbkit_periodic");
 	if (IS_ERR(t)) {
 		wb_stop_daemons(wb);
@@ -167,7 +169,7 @@ static void wb_destroy(struct wb_device *wb)
 		wb->flush_wq = NULL;	/* wb_set_dead must not queue work on it */
 	}
 
-	kvfree(wb->wb_entries);
+	kvfree(wb->writeback_entries);
 	vfree(wb->rc_data);
 	kvfree(wb->rc_hash);
 	kvfree(wb->rc_sorted);
@@ -235,12 +237,13 @@ static int wb_alloc_metadata(struct wb_device *wb)
 		return -ENOMEM;
 	if (wb->tunable[WB_T_READ_CACHE_THRESHOLD] && wb_rc_alloc_data(wb))
 		return -ENOMEM;
-	wb->wb_entries = kvcalloc(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT,
-				  sizeof(*wb->wb_entries), GFP_KERNEL);
+	wb->writeback_entries = kvcalloc(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT,
+					 sizeof(*wb->writeback_entries),
+					 GFP_KERNEL);
 	wb->bounce = (void *)__get_free_page(GFP_KERNEL);
 	wb->bounce2 = (void *)__get_free_page(GFP_KERNEL);
 	wb->zero_block = (void *)get_zeroed_page(GFP_KERNEL);
-	if (!wb->wb_entries || !wb->bounce || !wb->bounce2 || !wb->zero_block)
+	if (!wb->writeback_entries || !wb->bounce || !wb->bounce2 || !wb->zero_block)
 		return -ENOMEM;
 	return 0;
 }
@@ -294,8 +297,8 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	init_waitqueue_head(&wb->copy_wait);
 	init_waitqueue_head(&wb->commit_wait);
 	bio_list_init(&wb->commit_waiters);
-	init_waitqueue_head(&wb->wb_wait);
-	mutex_init(&wb->wb_batch_lock);
+	init_waitqueue_head(&wb->writeback_wait);
+	mutex_init(&wb->batch_lock);
 	INIT_LIST_HEAD(&wb->flush_queue);
 	INIT_LIST_HEAD(&wb->retained);
 	spin_lock_init(&wb->bio_lock);
@@ -460,7 +463,7 @@ static int wb_write_around_start(struct wb_device *wb)
 	if (READ_ONCE(wb->last_writeback_id) < id) {
 		DMINFO("write_around_mode 1: writing back the replayed log first");
 		atomic_inc(&wb->drop_caches);
-		wake_up(&wb->wb_wait);
+		wake_up(&wb->writeback_wait);
 		r = wait_event_killable(wb->wait,
 					READ_ONCE(wb->last_writeback_id) >= id ||
 					wb_dead(wb));
@@ -504,7 +507,7 @@ static int writeboost_preresume(struct dm_target *ti)
 		}
 		set_bit(WB_F_STARTED, &wb->flags);
 	}
-	if (!wb->wb_task) {
+	if (!wb->writeback_task) {
 		r = wb_start_daemons(wb);
 		if (r) {
 			DMERR("cannot start the writeback and periodic threads (%d)",
@@ -522,7 +525,7 @@ static void writeboost_resume(struct dm_target *ti)
 	struct wb_device *wb = ti->private;
 
 	clear_bit(WB_F_SUSPENDED, &wb->flags);
-	wake_up(&wb->wb_wait);
+	wake_up(&wb->writeback_wait);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -556,7 +559,7 @@ static int wb_drop_caches(struct wb_device *wb)
 	}
 	atomic_inc(&wb->drop_caches);
 	id = wb_seal_for_flush(wb);
-	wake_up(&wb->wb_wait);
+	wake_up(&wb->writeback_wait);
 	r = wait_event_interruptible(wb->wait,
 				     READ_ONCE(wb->last_writeback_id) >= id ||
 				     wb_dead(wb) ||
@@ -613,7 +616,7 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 		return -ENOMEM;
 	}
 	WRITE_ONCE(wb->tunable[t], val);
-	wake_up(&wb->wb_wait);
+	wake_up(&wb->writeback_wait);
 	return 0;
 }
 

@@ -62,8 +62,6 @@
 
 #include "wbkit_format.h"
 
-#define DM_MSG_PREFIX "writeboost"
-
 #define WB_NR_RAMBUF		8	/* open and unwritten segments at most (as upstream) */
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
 /*
@@ -144,7 +142,7 @@ struct wb_cause {
 };
 
 /* One dirty block scheduled for writeback. */
-struct wb_wb_entry {
+struct wb_writeback_entry {
 	sector_t sector;
 	u32 batch_idx;		/* which segment of the batch */
 	u8 idx;			/* block within the segment */
@@ -273,14 +271,14 @@ struct wb_device {
 	u64 last_seg_write_ns;		/* flusher only: how long the last one took */
 
 	/* Writeback daemon */
-	struct task_struct *wb_task;
-	struct mutex wb_batch_lock;	/* one writeback batch at a time */
-	wait_queue_head_t wb_wait;
-	/* Per segment of the batch, under wb_batch_lock: */
-	void *wb_data[WB_MAX_BATCH];	/* its data blocks */
-	void *wb_taken[WB_MAX_BATCH];	/* a pool buffer the batch read into */
-	bool wb_kept[WB_MAX_BATCH];	/* borrowed: seg->buf, off wb->retained */
-	struct wb_wb_entry *wb_entries;
+	struct task_struct *writeback_task;
+	struct mutex batch_lock;	/* one writeback batch at a time */
+	wait_queue_head_t writeback_wait;
+	/* Per segment of the batch, under batch_lock: */
+	void *batch_data[WB_MAX_BATCH];	/* its data blocks */
+	void *batch_taken[WB_MAX_BATCH];	/* a pool buffer the batch read into */
+	bool batch_kept[WB_MAX_BATCH];	/* borrowed: seg->buf, off wb->retained */
+	struct wb_writeback_entry *writeback_entries;
 	atomic_t drop_caches;
 	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
 
