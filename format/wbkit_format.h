@@ -204,6 +204,21 @@ static inline __u64 wb_last_writeback_id(__u64 last_flushed_id,
 }
 
 /*
+ * Whether segment id is on the backing device by replay's step 4. Replay
+ * writes none of such a segment's data: not its dirty entries, and not the
+ * sectors an older entry of it keeps under a newer partial entry of its
+ * block (the kernel writes those to the backing device so that it only
+ * needs the newest entry of a block). The backing device holds its data, or
+ * newer data that segments written back after it put there, and writing the
+ * older copy again would roll those sectors back. So replay decides
+ * last_writeback_id before it writes anything.
+ */
+static inline bool wb_segment_written_back(__u64 id, __u64 last_writeback_id)
+{
+	return id <= last_writeback_id;
+}
+
+/*
  * Whether a superblock record fits a log whose largest id is max_id: within
  * [max_id - nr_segments, max_id]. 0 means never written (the record is
  * only updated when update_sb_record_interval is set) and always fits.

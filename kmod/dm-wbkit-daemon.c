@@ -3,7 +3,6 @@
  * dm-wbkit-daemon.c - background work: writeback of flushed segments to the
  * backing device, the superblock record and the periodic data sync.
  */
-#include <linux/delay.h>
 #include <linux/jiffies.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -78,20 +77,12 @@ static int wb_entry_cmp(const void *a, const void *b)
 static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
 			   struct wb_writeback_entry *e, void *data)
 {
-	unsigned int i = 0, j;
+	unsigned int i, j;
 
-	while (i < WB_BLOCK_SECTORS) {
-		if (!(e->data_bits & (1U << i))) {
-			i++;
-			continue;
-		}
-		for (j = i; j < WB_BLOCK_SECTORS && (e->data_bits & (1U << j)); j++)
-			;
+	for (i = 0; wb_next_run(e->data_bits, &i, &j); i = j)
 		wb_aio_submit(wb, aio, WB_DEV_BACKING, REQ_OP_WRITE,
 			      e->sector + i, data + (i << WB_SECTOR_SHIFT),
 			      (j - i) << WB_SECTOR_SHIFT);
-		i = j;
-	}
 }
 
 /*
@@ -227,9 +218,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 					      wb_data_block_sector(segs[b]->slot, 0),
 					      wb->batch_taken[b], lens[b] * WB_BLOCK_SIZE);
 		err = wb_aio_wait(&aio);
-		if (err == -ENOMEM)
-			msleep(100);
-	} while (err == -ENOMEM);
+	} while (wb_retry_after_nomem(err));
 	if (err) {
 		wb_set_dead(wb, WB_DEV_CACHE, "read", aio.err_sector, err);
 		wb_put_batch_bufs_locked(wb, segs, n);
@@ -265,7 +254,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	err = wb_aio_wait(&aio);
 	if (err == -ENOMEM) {
 		wb_put_batch_bufs_locked(wb, segs, n);
-		msleep(100);
+		wb_retry_after_nomem(err);
 		return;		/* the batch is written again later */
 	}
 	if (err) {

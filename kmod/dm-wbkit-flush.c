@@ -3,7 +3,6 @@
  * dm-wbkit-flush.c - the segment buffer pool, the open segment,
  * sealing, group commit and the segment writes to the cache device.
  */
-#include <linux/delay.h>
 #include <linux/ktime.h>
 #include <linux/vmalloc.h>
 
@@ -215,10 +214,15 @@ void wb_commit(struct wb_device *wb)
 	queue_work(wb->flush_wq, &wb->flush_work);
 }
 
-/* Completes the flush/FUA bios whose segment is durable (all, when dead). */
+/*
+ * Completes the flush/FUA bios whose segment is durable. A dead target
+ * fails the others; a bio whose segment became durable before the death
+ * still succeeds: its data is on the cache device's media.
+ */
 static void wb_complete_commits(struct wb_device *wb)
 {
-	struct bio_list done = BIO_EMPTY_LIST, keep = BIO_EMPTY_LIST;
+	struct bio_list done = BIO_EMPTY_LIST, failed = BIO_EMPTY_LIST;
+	struct bio_list keep = BIO_EMPTY_LIST;
 	bool dead = wb_dead(wb);
 	unsigned int nr_done = 0;
 	struct bio *bio;
@@ -228,9 +232,11 @@ static void wb_complete_commits(struct wb_device *wb)
 		struct wb_per_bio *pb =
 			dm_per_bio_data(bio, sizeof(struct wb_per_bio));
 
-		if (dead || pb->commit_id <= wb->last_durable_id) {
+		if (pb->commit_id <= wb->last_durable_id) {
 			bio_list_add(&done, bio);
 			nr_done++;
+		} else if (dead) {
+			bio_list_add(&failed, bio);
 		} else {
 			bio_list_add(&keep, bio);
 		}
@@ -239,8 +245,10 @@ static void wb_complete_commits(struct wb_device *wb)
 	if (nr_done)
 		WRITE_ONCE(wb->last_commit_group, nr_done);
 	spin_unlock(&wb->lock);
-	while ((bio = bio_list_pop(&done))) {
-		bio->bi_status = dead ? BLK_STS_IOERR : BLK_STS_OK;
+	while ((bio = bio_list_pop(&done)))
+		bio_endio(bio);
+	while ((bio = bio_list_pop(&failed))) {
+		bio->bi_status = BLK_STS_IOERR;
 		bio_endio(bio);
 	}
 }
@@ -261,7 +269,11 @@ static bool wb_copies_done(struct wb_device *wb, struct wb_segment *seg)
  * - The slot's old header must be invalid (zero) on media before any part of
  *   this segment is: were it left in place, a torn write could put new data
  *   behind it, and as the oldest slot of the ring its bad checksum would end
- *   the log at its very start on replay. A slot zeroed at format time (made
+ *   the log at its very start on replay. Z zeroes only the header's first
+ *   logical block (wb_header_lbs), which holds the id: one block cannot
+ *   tear, so a cut Z leaves the old header whole (a valid, written-back
+ *   segment) or an empty slot, never the old id over zeroed metablocks.
+ *   A slot zeroed at format time (made
  *   durable by format's flush) needs nothing; otherwise a zero write Z goes
  *   first, completes, and this segment's PREFLUSH makes Z durable before the
  *   segment is written. Z for the next slot is written ahead, together with
@@ -304,7 +316,7 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 
 	if (!seg->header_zeroed) {
 		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE, start,
-				 wb->zero_block, WB_BLOCK_SIZE);
+				 wb->zero_block, wb_header_lbs(wb));
 		wb->zero_unflushed = true;
 	}
 	preflush = wb->zero_unflushed ||
@@ -318,12 +330,11 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 		if (zero_next)
 			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE,
 				      wb_slot_start_sector(zero_next->slot),
-				      wb->zero_block, WB_BLOCK_SIZE);
+				      wb->zero_block, wb_header_lbs(wb));
 		err = wb_aio_wait(&aio);
-		if (err != -ENOMEM)
+		if (!wb_retry_after_nomem(err))
 			break;
 		err = 0;
-		msleep(100);
 	}
 	if (err)
 		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
@@ -432,15 +443,10 @@ void wb_flush_work(struct work_struct *work)
 			 * segment is written back (wb_slot_free) and it is a
 			 * different slot.
 			 */
-			if (wb->nr_segments > 1) {
-				u64 next = seg->id + 1;
-
-				if (next <= wb->nr_segments ||
-				    next - wb->nr_segments <= wb->last_writeback_id)
-					zero_next = wb_seg_of_id(wb, next);
-				if (zero_next && zero_next->header_zeroed)
-					zero_next = NULL;
-			}
+			if (wb->nr_segments > 1 && wb_slot_free(wb, seg->id + 1))
+				zero_next = wb_seg_of_id(wb, seg->id + 1);
+			if (zero_next && zero_next->header_zeroed)
+				zero_next = NULL;
 		} else {
 			flush_only = wb->commit_id > wb->last_durable_id;
 		}

@@ -87,12 +87,12 @@ static void wb_flush_bio(struct wb_device *wb, struct bio *bio)
  * its data outside it. A partial write merges the older dirty sectors of
  * the block, so the newest copy always holds every dirty sector of its
  * block; when that older copy is only on the cache device, the write goes
- * to the worker (in_worker false: returns 1), which reads it. REQ_PREFLUSH
+ * to the worker (in_worker false: WB_MAP_DEFER), which reads it. REQ_PREFLUSH
  * and REQ_FUA bios complete once their segment is durable (group commit,
  * wb_flush_work); every other write completes here.
  */
-static int wb_write(struct wb_device *wb, struct bio *bio, sector_t sector,
-		    bool in_worker)
+static enum wb_map_result wb_write(struct wb_device *wb, struct bio *bio,
+				   sector_t sector, bool in_worker)
 {
 	sector_t block = sector & ~(sector_t)(WB_BLOCK_SECTORS - 1);
 	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
@@ -152,7 +152,7 @@ retry:
 				src = wb->bounce2;
 			} else if (!in_worker) {
 				spin_unlock(&wb->lock);
-				return 1;
+				return WB_MAP_DEFER;
 			}
 			if (!src) {
 				sector_t cs = wb_mb_cache_sector(wb, old);
@@ -216,7 +216,7 @@ retry:
 		wake_up_all(&wb->copy_wait);
 	if (waiting) {
 		queue_work(wb->flush_wq, &wb->flush_work);
-		return 0;
+		return WB_MAP_SUBMITTED;
 	}
 	goto done;
 unlock:
@@ -224,7 +224,7 @@ unlock:
 done:
 	bio->bi_status = errno_to_blk_status(err);
 	bio_endio(bio);
-	return 0;
+	return WB_MAP_SUBMITTED;
 }
 
 static void wb_remap_backing(struct wb_device *wb, struct bio *bio,
@@ -328,10 +328,11 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
  * dirty hit that also needs sectors of the backing device goes to the
  * worker (in_worker false) or is merged there.
  * Statistics count each bio once, as dm-writeboost does: where it is served.
- * Returns DM_MAPIO_REMAPPED (the caller submits) or DM_MAPIO_SUBMITTED.
+ * Returns WB_MAP_REMAPPED (the caller submits), WB_MAP_SUBMITTED or
+ * WB_MAP_DEFER.
  */
-static int wb_read(struct wb_device *wb, struct bio *bio, sector_t sector,
-		   bool in_worker)
+static enum wb_map_result wb_read(struct wb_device *wb, struct bio *bio,
+				  sector_t sector, bool in_worker)
 {
 	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
 	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
@@ -362,7 +363,7 @@ retry:
 			pb->remap = WB_REMAP_READ_CACHE;
 			pb->iter = bio->bi_iter;
 		}
-		return DM_MAPIO_REMAPPED;
+		return WB_MAP_REMAPPED;
 	}
 	if (mb->nr_copying) {
 		wb_wait_copied(wb, mb);
@@ -372,13 +373,13 @@ retry:
 	dirty = mb->data_bits & want;
 	if (dirty != want && mb->dirty && !in_worker) {
 		spin_unlock(&wb->lock);
-		return DM_MAPIO_KILL;	/* to the worker, which counts it */
+		return WB_MAP_DEFER;	/* the worker counts it */
 	}
 	wb_stat_inc(wb, false, true, seg == wb->cur, n == WB_BLOCK_SECTORS);
 	if (dirty != want && !mb->dirty) {
 		spin_unlock(&wb->lock);
 		wb_remap_backing(wb, bio, sector);
-		return DM_MAPIO_REMAPPED;
+		return WB_MAP_REMAPPED;
 	}
 	if (dirty != want) {
 		err = wb_read_merge(wb, bio, sector, mb, dirty);
@@ -399,11 +400,11 @@ retry:
 	spin_unlock(&wb->lock);
 	bio_set_dev(bio, wb->cache_dev->bdev);
 	bio->bi_iter.bi_sector = pb->sector;
-	return DM_MAPIO_REMAPPED;
+	return WB_MAP_REMAPPED;
 done:
 	bio->bi_status = errno_to_blk_status(err);
 	bio_endio(bio);
-	return DM_MAPIO_SUBMITTED;
+	return WB_MAP_SUBMITTED;
 }
 
 static void wb_defer(struct wb_device *wb, struct bio *bio)
@@ -431,7 +432,7 @@ void wb_io_work(struct work_struct *work)
 
 		if (bio_op(bio) == REQ_OP_WRITE)
 			wb_write(wb, bio, sector, true);
-		else if (wb_read(wb, bio, sector, true) == DM_MAPIO_REMAPPED)
+		else if (wb_read(wb, bio, sector, true) == WB_MAP_REMAPPED)
 			dm_submit_bio_remap(bio, NULL);
 		cond_resched();
 	}
@@ -446,7 +447,7 @@ int writeboost_map(struct dm_target *ti, struct bio *bio)
 	struct wb_device *wb = ti->private;
 	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
 	sector_t sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
-	int r;
+	enum wb_map_result r;
 
 	pb->remap = WB_REMAP_NONE;
 	if (wb_dead(wb))
@@ -463,19 +464,19 @@ int writeboost_map(struct dm_target *ti, struct bio *bio)
 	}
 	switch (bio_op(bio)) {
 	case REQ_OP_WRITE:
-		if (wb_write(wb, bio, sector, false))
-			wb_defer(wb, bio);
-		return DM_MAPIO_SUBMITTED;
+		r = wb_write(wb, bio, sector, false);
+		break;
 	case REQ_OP_READ:
 		r = wb_read(wb, bio, sector, false);
-		if (r == DM_MAPIO_KILL) {
-			wb_defer(wb, bio);
-			return DM_MAPIO_SUBMITTED;
-		}
-		return r;
+		break;
 	default:
 		return DM_MAPIO_KILL;
 	}
+	if (r == WB_MAP_REMAPPED)
+		return DM_MAPIO_REMAPPED;
+	if (r == WB_MAP_DEFER)
+		wb_defer(wb, bio);
+	return DM_MAPIO_SUBMITTED;
 }
 
 /* Remapped reads: unpin the slot; an error kills the target too. */

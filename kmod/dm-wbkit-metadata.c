@@ -7,7 +7,6 @@
  * format/wbkit_format.h.
  */
 #include <linux/crc32c.h>
-#include <linux/delay.h>
 #include <linux/hash.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
@@ -129,9 +128,8 @@ int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
 		bio = wb_build_bio(wb, dev, opf, sector, buf, len);
 		err = submit_bio_wait(bio);
 		bio_put(bio);
-		if (err != -ENOMEM)
+		if (!wb_retry_after_nomem(err))
 			break;
-		msleep(100);
 	}
 	if (err) {
 		wb_set_dead(wb, dev, wb_op_name(opf), sector, err);
@@ -150,9 +148,8 @@ int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev)
 		if (wb_dead(wb))
 			return -EIO;
 		err = blkdev_issue_flush(wb_bdev(wb, dev));
-		if (err != -ENOMEM)
+		if (!wb_retry_after_nomem(err))
 			break;
-		msleep(100);
 	}
 	if (err)
 		wb_set_dead(wb, dev, "flush", 0, err);
@@ -289,9 +286,8 @@ static int wb_format(struct wb_device *wb, char **error)
 			cond_resched();
 		}
 		err = wb_aio_wait(&aio);
-		if (err == -ENOMEM)
-			msleep(100);	/* zeroing again is harmless */
-	} while (err == -ENOMEM);
+		/* Zeroing again is harmless. */
+	} while (wb_retry_after_nomem(err));
 	if (err) {
 		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
 		goto io_error;
@@ -327,22 +323,15 @@ io_error:
 static int wb_write_runs(struct wb_device *wb, sector_t block, u8 bits,
 			 void *buf)
 {
-	unsigned int i = 0, j;
+	unsigned int i, j;
 	int err;
 
-	while (i < WB_BLOCK_SECTORS) {
-		if (!(bits & (1U << i))) {
-			i++;
-			continue;
-		}
-		for (j = i; j < WB_BLOCK_SECTORS && (bits & (1U << j)); j++)
-			;
+	for (i = 0; wb_next_run(bits, &i, &j); i = j) {
 		err = wb_sync_io(wb, WB_DEV_BACKING, REQ_OP_WRITE, block + i,
 				 buf + (i << WB_SECTOR_SHIFT),
 				 (j - i) << WB_SECTOR_SHIFT);
 		if (err)
 			return err;
-		i = j;
 	}
 	return 0;
 }
@@ -358,18 +347,18 @@ static u8 wb_bits_in_range(struct wb_device *wb, sector_t block)
 }
 
 /*
- * Applies one valid segment (docs/FORMAT.md, replay step 3): per block the newest
- * entry wins. A newer partial entry keeps the older entry's other dirty
- * sectors; like upstream, those are written to the backing device now, so
- * that the hash table only ever needs the newest copy of a block. A newer
- * clean entry makes the older dirty data obsolete.
+ * Applies one valid segment (docs/FORMAT.md, replay step 3): per block the
+ * newest entry wins. A newer partial entry leaves the older entry's other
+ * dirty sectors to it: like upstream, those go to the backing device, so
+ * that the hash table only ever needs the newest copy of a block; but only
+ * after the walk, once last_writeback_id is known (wb_write_kept_sectors).
+ * A newer clean entry makes the older dirty data obsolete.
  */
-static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
-			    void *buf, bool *wrote_backing)
+static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
+			     void *buf)
 {
 	struct wb_segment_header_device *hdr = buf;
 	unsigned int j;
-	int err;
 
 	seg->id = le64_to_cpu(hdr->id);
 	seg->length = hdr->length;
@@ -383,6 +372,7 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 		mb->data_bits = bits;
 		mb->dirty = bits;
 		mb->obsolete = false;
+		mb->replay_keep = 0;
 		/* Never trust the disk: a block must lie inside the target. */
 		if ((mb->sector & (WB_BLOCK_SECTORS - 1)) ||
 		    mb->sector >= wb->ti->len) {
@@ -399,25 +389,55 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 
 		old = wb_ht_lookup(wb, mb->sector);
 		if (old) {
-			u8 keep = old->data_bits & ~wb_entry_sectors(bits);
-
-			if (keep) {
-				err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-						 wb_mb_cache_sector(wb, old),
-						 wb->bounce2, WB_BLOCK_SIZE);
-				if (err)
-					return err;
-				err = wb_write_runs(wb, old->sector, keep,
-						    wb->bounce2);
-				if (err)
-					return err;
-				*wrote_backing = true;
-			}
+			old->replay_keep = old->data_bits &
+					   ~wb_entry_sectors(bits);
 			wb_ht_del(wb, old);
 			old->obsolete = true;
 		}
 		if (bits)
 			wb_ht_add(wb, mb);
+	}
+}
+
+/*
+ * Writes the sectors that older entries left to newer partial ones
+ * (wb_apply_segment) to the backing device, for the segments after
+ * last_writeback_id only (wb_segment_written_back): an older one is on
+ * the backing device, maybe under newer data written back after it. In id
+ * order, as the walk met them: the entries of one block are superseded in
+ * the order of their segments, so the newest write of a sector comes last.
+ */
+static int wb_write_kept_sectors(struct wb_device *wb, u64 last_id, u64 lw,
+				 bool *wrote_backing)
+{
+	struct wb_segment *seg;
+	struct wb_metablock *mb;
+	unsigned int j;
+	u64 k, id;
+	int err;
+
+	for (k = 0; lw < last_id && k < last_id - lw; k++) {
+		id = lw + 1 + k;
+		seg = wb_seg_of_id(wb, id);
+		if (seg->id != id || wb_segment_written_back(seg->id, lw))
+			continue;
+		for (j = 0; j < seg->length; j++) {
+			mb = &seg->mb[j];
+			if (!mb->replay_keep)
+				continue;
+			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+					 wb_mb_cache_sector(wb, mb),
+					 wb->bounce2, WB_BLOCK_SIZE);
+			if (!err)
+				err = wb_write_runs(wb, mb->sector,
+						    mb->replay_keep,
+						    wb->bounce2);
+			if (err)
+				return err;
+			mb->replay_keep = 0;
+			*wrote_backing = true;
+		}
+		cond_resched();
 	}
 	return 0;
 }
@@ -429,8 +449,7 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
  */
 static int wb_scan_ids(struct wb_device *wb, u64 *max_id)
 {
-	unsigned int hdr_bytes = max_t(unsigned int, WB_SECTOR_SIZE,
-			bdev_logical_block_size(wb->cache_dev->bdev));
+	unsigned int hdr_bytes = wb_header_lbs(wb);
 	unsigned int per_buf = WB_BLOCKS_PER_SEGMENT * WB_BLOCK_SIZE / hdr_bytes;
 	u64 k, first, n;
 	struct wb_aio aio;
@@ -486,30 +505,72 @@ void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id)
 }
 
 /*
+ * Construction refuses a log it cannot read as one ring in id order: it
+ * writes nothing, and says where to go (the tools show and salvage what the
+ * log holds; replaying part of it here would discard or reorder
+ * acknowledged data).
+ */
+static int wb_refuse_log(char **error)
+{
+	*error = "Damaged log on the cache device (see the kernel log): use wbdump, wbrecover";
+	return -EINVAL;
+}
+
+/*
+ * Every id found must sit in the slot it names (docs/FORMAT.md, "Slot of an
+ * id"). A grown cache device, stale data in never-formatted slots or a
+ * damaged id break that, and the walk would then apply segments out of
+ * order and hand out ids that collide with existing headers.
+ */
+static int wb_check_slots(struct wb_device *wb, char **error)
+{
+	u64 k, id;
+
+	for (k = 0; k < wb->nr_segments; k++) {
+		id = wb->segs[k].id;
+		if (id && wb_id_to_slot(wb, id) != k) {
+			DMERR("segment %llu is in slot %llu, but its slot is %u (of %llu): a grown or damaged cache device? Not replayed; see wbdump and wbrecover",
+			      (unsigned long long)id, (unsigned long long)k,
+			      wb_id_to_slot(wb, id),
+			      (unsigned long long)wb->nr_segments);
+			return wb_refuse_log(error);
+		}
+	}
+	return 0;
+}
+
+/*
  * Replay, docs/FORMAT.md steps 1-4: find the largest id, walk the ring from the
  * oldest slot, stop at the first bad checksum, apply, then infer
  * last_writeback_id from last_flushed_id and the superblock record.
  *
- * When the walk stops before the end (damaged media, or the torn newest
- * segment of a power cut), the disk is made to say what was replayed
- * before the target goes live: the header of every slot from the stop
- * point on is zeroed and a record ahead of the last replayed id is
- * rewritten. Otherwise new segments, which reuse the ids after the stop
- * point, would count as written back by that record on the next replay,
- * and valid segments beyond the stop point with higher ids would be
- * replayed after them.
+ * The walk must see ids rising by one, and it may stop early only at the
+ * newest segment (torn by a power cut: never acknowledged). Anything else
+ * is damage, and construction is refused before anything is written:
+ * wb_apply_segment only changes memory, and the sectors it leaves for the
+ * backing device are written after this check.
+ *
+ * When the walk stops at the torn newest segment, the disk is made to say
+ * what was replayed before the target goes live: the stop slot's header is
+ * zeroed and a record ahead of the last replayed id is rewritten. Otherwise
+ * new segments, which reuse the ids after the stop point, would count as
+ * written back by that record on the next replay.
  */
 static int wb_replay(struct wb_device *wb, char **error)
 {
 	struct wb_segment_header_device *hdr;
 	void *buf = wb->rambuf[0];
 	bool wrote_backing = false;
-	u64 max_id = 0, last_id = 0, record, lw, k, i, start, stop, nr_discarded = 0;
+	u64 max_id = 0, last_id = 0, record, lw, k, i, start, stop;
+	u64 stop_id = 0;
 	int err;
 
 	err = wb_scan_ids(wb, &max_id);
 	if (err)
 		goto io_error;
+	err = wb_check_slots(wb, error);
+	if (err)
+		return err;
 
 	start = wb_oldest_slot(max_id, wb->nr_segments);
 	for (i = 0; max_id && i < wb->nr_segments; i++) {
@@ -528,6 +589,13 @@ static int wb_replay(struct wb_device *wb, char **error)
 			goto io_error;
 		id = le64_to_cpu(hdr->id);
 		length = hdr->length;
+		if (id != wb->segs[slot].id || (last_id && id != last_id + 1)) {
+			DMERR("segment %llu in slot %u follows segment %llu in ring order: ids must rise by one. Not replayed; see wbdump and wbrecover",
+			      (unsigned long long)id, slot,
+			      (unsigned long long)last_id);
+			return wb_refuse_log(error);
+		}
+		stop_id = id;
 		if (length > WB_BLOCKS_PER_SEGMENT) {
 			DMWARN("segment %llu in slot %u has length %u: the log ends at segment %llu",
 			       (unsigned long long)id, slot, length,
@@ -548,36 +616,21 @@ static int wb_replay(struct wb_device *wb, char **error)
 			       (unsigned long long)last_id);
 			break;
 		}
-		err = wb_apply_segment(wb, &wb->segs[slot], buf, &wrote_backing);
-		if (err)
-			goto io_error;
+		wb_apply_segment(wb, &wb->segs[slot], buf);
 		last_id = id;
 		cond_resched();
 	}
 
 	/*
-	 * Segments from the stop point on are not part of the log. After a
-	 * power cut that is only ever the torn newest one; more means damaged
-	 * media. Their headers are zeroed (see above), newest first and the
-	 * stop slot last, each with FUA: while the stop slot stands, a power
-	 * cut in between leaves a log that stops at the same place. Zeroed
-	 * first, it would let the next walk run on into the old segments.
+	 * Only the newest segment may be left out: after a power cut that is
+	 * the torn one. A stop before it would drop acknowledged segments.
 	 */
-	for (stop = i, i = wb->nr_segments; max_id && i-- > stop;) {
-		k = wb_ring_slot(start, i, wb->nr_segments);
-		if (!wb->segs[k].id)
-			continue;
-		wb->segs[k].id = 0;
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
-				 wb_slot_start_sector(k), wb->zero_block,
-				 WB_BLOCK_SIZE);
-		if (err)
-			goto io_error;
-		nr_discarded++;
+	stop = i;
+	if (max_id && stop < wb->nr_segments && stop_id != max_id) {
+		DMERR("the log stops at segment %llu, before the newest segment %llu: damaged media? Not replayed; see wbdump and wbrecover",
+		      (unsigned long long)stop_id, (unsigned long long)max_id);
+		return wb_refuse_log(error);
 	}
-	if (nr_discarded > 1)
-		DMWARN("%llu segments from the stop point on were discarded and their headers zeroed (damaged media?)",
-		       (unsigned long long)nr_discarded);
 
 	/* The record: sector 2047, read as the 4 KiB block 2040..2047. */
 	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
@@ -591,6 +644,20 @@ static int wb_replay(struct wb_device *wb, char **error)
 
 	lw = wb_last_writeback_id(last_id, record, wb->nr_segments);
 
+	/*
+	 * The torn newest segment is not part of the log: its header is
+	 * zeroed (one logical block, FUA) before anything else is written.
+	 */
+	if (max_id && stop < wb->nr_segments) {
+		k = wb_ring_slot(start, stop, wb->nr_segments);
+		wb->segs[k].id = 0;
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
+				 wb_slot_start_sector(k), wb->zero_block,
+				 wb_header_lbs(wb));
+		if (err)
+			goto io_error;
+	}
+
 	if (record > last_id) {
 		DMWARN("the superblock record names segment %llu, beyond the last replayed segment %llu: rewritten to %llu",
 		       (unsigned long long)record, (unsigned long long)last_id,
@@ -601,6 +668,10 @@ static int wb_replay(struct wb_device *wb, char **error)
 			goto io_error;
 		}
 	}
+
+	err = wb_write_kept_sectors(wb, last_id, lw, &wrote_backing);
+	if (err)
+		goto io_error;
 
 	/* Segments up to lw are on the backing device: nothing in them is dirty. */
 	for (k = 0; k < wb->nr_segments; k++) {
@@ -615,7 +686,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 	}
 
 	/*
-	 * Older dirty sectors written during the walk must be durable before
+	 * Older dirty sectors written after the walk must be durable before
 	 * their segments can be written back (and their slots reused).
 	 */
 	if (wrote_backing) {
@@ -682,9 +753,9 @@ static const char *wb_known_signature(const u8 *blk, const u8 *blk2,
  * known signature (a request for a fresh cache, formatted; *blank is set).
  * Anything else is refused with -EINVAL and a log line naming the device
  * and what it holds: a mistyped device path must never be formatted.
- * Reads only.
+ * Reads only. On failure *error says why, for ti->error or the log.
  */
-int wb_check_cache_signature(struct wb_device *wb, bool *blank)
+int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error)
 {
 	struct block_device *bdev = wb->cache_dev->bdev;
 	u8 *blk64 = wb_scratch(wb, 0);
@@ -700,8 +771,10 @@ int wb_check_cache_signature(struct wb_device *wb, bool *blank)
 	if (!err)
 		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, 128, blk64,
 				 WB_BLOCK_SIZE);
-	if (err)
+	if (err) {
+		*error = "Cannot read the superblock of the cache device";
 		return err;
+	}
 
 	magic = get_unaligned_le32(wb->bounce);
 	*blank = false;
@@ -717,6 +790,7 @@ int wb_check_cache_signature(struct wb_device *wb, bool *blank)
 	DMERR("cache device %s (%pg) holds %s (bytes 0-7: %8phN), not a writeboost superblock: refusing to use it; zero its first 1 MiB to have it formatted as a new cache",
 	      wb->cache_dev->name, bdev, what ? what : "unknown data in sector 0",
 	      wb->bounce);
+	*error = "The cache device is neither a writeboost cache nor blank (see log)";
 	return -EINVAL;
 }
 
@@ -731,15 +805,9 @@ int wb_format_or_replay(struct wb_device *wb, char **error)
 	bool blank;
 	int err;
 
-	err = wb_check_cache_signature(wb, &blank);
-	if (err == -EINVAL) {
-		*error = "The cache device is neither a writeboost cache nor blank";
+	err = wb_check_cache_signature(wb, &blank, error);
+	if (err)
 		return err;
-	}
-	if (err) {
-		*error = "Cannot read the superblock of the cache device";
-		return err;
-	}
 	if (blank) {
 		err = wb_format(wb, error);
 		if (err)

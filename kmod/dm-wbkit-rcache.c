@@ -156,8 +156,12 @@ void wb_rc_read_done(struct wb_device *wb, struct bio *bio,
 /*
  * Puts one staged cell into the open segment as a clean block (dirty_bits 0
  * in the log), unless a write made it stale. Called with wb->lock held; may
- * drop it to wait for a segment. A dead or suspended target injects
- * nothing: the cells are dropped (an error is returned).
+ * drop it to wait for a segment (wb_get_cur), so everything that decides
+ * whether the cell goes in is checked after the last wait, in the critical
+ * section that adds its entry: a write of the block while wb_get_cur waited
+ * has added its own entry (or cancelled the cell) by then. A dead or
+ * suspended target injects nothing: the cells are dropped (an error is
+ * returned).
  */
 static int wb_rc_inject(struct wb_device *wb, struct wb_rc_cell *cell,
 			const void *data)
@@ -170,8 +174,7 @@ static int wb_rc_inject(struct wb_device *wb, struct wb_rc_cell *cell,
 	for (;;) {
 		if (test_bit(WB_F_SUSPENDED, &wb->flags))
 			return -EBUSY;
-		if (cell->cancelled || READ_ONCE(cell->failed) ||
-		    wb_ht_lookup(wb, cell->sector))
+		if (cell->cancelled || READ_ONCE(cell->failed))
 			return 0;
 		err = wb_get_cur(wb);
 		if (err)
@@ -181,6 +184,11 @@ static int wb_rc_inject(struct wb_device *wb, struct wb_rc_cell *cell,
 			break;
 		wb_seal(wb);
 	}
+	if (test_bit(WB_F_SUSPENDED, &wb->flags))
+		return -EBUSY;
+	if (cell->cancelled || READ_ONCE(cell->failed) ||
+	    wb_ht_lookup(wb, cell->sector))
+		return 0;
 	mb = &seg->mb[seg->length];
 	/* Under the lock, so that no later write of the block is overtaken. */
 	memcpy(seg->buf + WB_BLOCK_SIZE * (1 + seg->length), data,
@@ -234,10 +242,15 @@ void wb_rc_work(struct work_struct *work)
 		start = i;
 	}
 	/* thr 0: read caching was switched off meanwhile, nothing is injected. */
-	for (i = 0; thr && i < wb->rc_nr; i++)
+	for (i = 0; thr && i < wb->rc_nr; i++) {
 		if (wb_rc_inject(wb, &wb->rc_cells[i],
 				 wb->rc_data + (size_t)i * WB_BLOCK_SIZE))
 			break;
+		/* A generation holds up to 2048 cells: one copy per hold. */
+		spin_unlock(&wb->lock);
+		cond_resched();
+		spin_lock(&wb->lock);
+	}
 	for (i = 0; i < (1U << wb->rc_hash_bits); i++)
 		INIT_HLIST_HEAD(&wb->rc_hash[i]);
 	wb->rc_nr_free = wb->rc_nr;

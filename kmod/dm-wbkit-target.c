@@ -228,7 +228,9 @@ static int wb_alloc_metadata(struct wb_device *wb)
 	wb->rc_nr_free = wb->rc_nr;
 	atomic_set(&wb->rc_pending, wb->rc_nr);
 	wb->rc_last_sector = ~(sector_t)0;
-	wb->rc_hash_bits = ilog2(roundup_pow_of_two(wb->rc_nr));
+	/* hash_64() needs 1..64 bits: one cell (a legal table line) has 0. */
+	wb->rc_hash_bits = max_t(unsigned int, 1,
+				 ilog2(roundup_pow_of_two(wb->rc_nr)));
 	wb->rc_cells = kvcalloc(wb->rc_nr, sizeof(*wb->rc_cells), GFP_KERNEL);
 	wb->rc_sorted = kvcalloc(wb->rc_nr, sizeof(*wb->rc_sorted), GFP_KERNEL);
 	wb->rc_hash = kvcalloc(1U << wb->rc_hash_bits, sizeof(*wb->rc_hash),
@@ -369,15 +371,9 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 
 	/* Only reads: a foreign device is refused before anything is written. */
-	r = wb_check_cache_signature(wb, &blank);
-	if (r == -EINVAL) {
-		ti->error = "The cache device is neither a writeboost cache nor blank (see log)";
+	r = wb_check_cache_signature(wb, &blank, &ti->error);
+	if (r)
 		goto bad;
-	}
-	if (r) {
-		ti->error = "Cannot read the superblock of the cache device";
-		goto bad;
-	}
 
 	wb->io_wq = alloc_ordered_workqueue("wbkit_io", WQ_MEM_RECLAIM);
 	/* High priority: flush/FUA bios wait for it (group commit). */
@@ -433,12 +429,15 @@ static void writeboost_postsuspend(struct dm_target *ti)
 	 */
 	flush_work(&wb->rc_work);
 	wb_stop_daemons(wb);
-	if (!test_bit(WB_F_STARTED, &wb->flags))
-		return;
-	if (wb_wait_flushed(wb, wb_seal_for_flush(wb)))
-		return;
-	/* Segments go without FUA unless a bio waits: make them durable. */
-	wb_flush_dev(wb, WB_DEV_CACHE);
+	if (test_bit(WB_F_STARTED, &wb->flags) &&
+	    !wb_wait_flushed(wb, wb_seal_for_flush(wb)))
+		/* Segments go without FUA unless a bio waits: make them durable. */
+		wb_flush_dev(wb, WB_DEV_CACHE);
+	/*
+	 * The flusher may still be running a round it started before (a
+	 * cache flush for commits, completing waiters); quiet means it ended.
+	 */
+	flush_work(&wb->flush_work);
 }
 
 /*
@@ -515,8 +514,14 @@ static int writeboost_preresume(struct dm_target *ti)
 			return r;
 		}
 	}
-	if (wb->write_around)
-		return wb_write_around_start(wb);
+	if (wb->write_around) {
+		r = wb_write_around_start(wb);
+		if (r) {
+			/* The device stays suspended: quiet, as after postsuspend. */
+			wb_stop_daemons(wb);
+			return r;
+		}
+	}
 	return 0;
 }
 
@@ -546,8 +551,14 @@ static int wb_drop_caches(struct wb_device *wb)
 	if (test_bit(WB_F_SUSPENDED, &wb->flags)) {
 		r = 0;
 		atomic_inc(&wb->drop_caches);
-		while (!wb_dead(wb) && READ_ONCE(wb->last_writeback_id) <
-				       READ_ONCE(wb->last_flushed_id)) {
+		/*
+		 * Only while still suspended: once resumed, the daemon writes
+		 * back and this caller waits for it below (a resume that
+		 * interrupts this loop must not leave two writers).
+		 */
+		while (!wb_dead(wb) && test_bit(WB_F_SUSPENDED, &wb->flags) &&
+		       READ_ONCE(wb->last_writeback_id) <
+		       READ_ONCE(wb->last_flushed_id)) {
 			if (fatal_signal_pending(current)) {
 				r = -EINTR;
 				break;
@@ -555,7 +566,10 @@ static int wb_drop_caches(struct wb_device *wb)
 			wb_writeback_batch(wb);
 		}
 		atomic_dec(&wb->drop_caches);
-		return wb_dead(wb) ? -EIO : r;
+		if (r || wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags) ||
+		    READ_ONCE(wb->last_writeback_id) >=
+		    READ_ONCE(wb->last_flushed_id))
+			return wb_dead(wb) ? -EIO : r;
 	}
 	atomic_inc(&wb->drop_caches);
 	id = wb_seal_for_flush(wb);

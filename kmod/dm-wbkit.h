@@ -57,6 +57,7 @@
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/kthread.h>
+#include <linux/delay.h>
 #include <linux/list.h>
 #include <linux/types.h>
 
@@ -104,7 +105,14 @@ struct wb_metablock {
 	 * stays writable: its successor may not be on the cache device yet.
 	 */
 	bool obsolete;
-	u8 nr_copying;		/* under lock: writes copying into its block */
+	/*
+	 * Replay only: the dirty sectors a newer, partial entry of the block
+	 * left to this superseded one, written after the walk (see
+	 * wb_write_kept_sectors).
+	 */
+	u8 replay_keep;
+	/* Under lock: writes copying into its block (any number of them). */
+	unsigned int nr_copying;
 };
 
 /* One segment slot of the ring. */
@@ -191,6 +199,17 @@ struct wb_per_bio {
 	u64 commit_id;		/* flush/FUA: completes once this id is durable */
 	struct bvec_iter iter;	/* WB_REMAP_READ_CACHE: the data, at map time */
 	u32 cell;		/* WB_REMAP_READ_CACHE */
+};
+
+/*
+ * What wb_read and wb_write did with a bio: finished it (or will, once its
+ * segment is durable), remapped it for the caller to submit, or left it
+ * for the worker because it needs a synchronous read first.
+ */
+enum wb_map_result {
+	WB_MAP_SUBMITTED,
+	WB_MAP_REMAPPED,
+	WB_MAP_DEFER,
 };
 
 /* Tunables, in dm-writeboost's order of its optional arguments. */
@@ -331,7 +350,7 @@ int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
 void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 		 u64 sector, int err);
 int wb_format_or_replay(struct wb_device *wb, char **error);
-int wb_check_cache_signature(struct wb_device *wb, bool *blank);
+int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
 void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
 struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
@@ -389,6 +408,38 @@ bool wb_should_writeback(struct wb_device *wb);
 static inline bool wb_dead(struct wb_device *wb)
 {
 	return test_bit(WB_F_DEAD, &wb->flags);
+}
+
+/*
+ * -ENOMEM from the block layer is no reason to die: it is waited out. True
+ * (after the wait) when the caller should try again.
+ */
+static inline bool wb_retry_after_nomem(int err)
+{
+	if (err != -ENOMEM)
+		return false;
+	msleep(100);
+	return true;
+}
+
+/*
+ * The next run of consecutive set bits of a block's sector bits, at or
+ * after *start: sectors [*start, *end). False when none is left. A block's
+ * dirty sectors go to the backing device as one write per run.
+ */
+static inline bool wb_next_run(u8 bits, unsigned int *start, unsigned int *end)
+{
+	unsigned int i = *start;
+
+	while (i < WB_BLOCK_SECTORS && !(bits & (1U << i)))
+		i++;
+	if (i == WB_BLOCK_SECTORS)
+		return false;
+	*start = i;
+	while (i < WB_BLOCK_SECTORS && (bits & (1U << i)))
+		i++;
+	*end = i;
+	return true;
 }
 
 /*
@@ -450,6 +501,19 @@ static inline sector_t wb_mb_cache_sector(struct wb_device *wb,
 					  struct wb_metablock *mb)
 {
 	return wb_data_block_sector(wb_mb_seg(wb, mb)->slot, wb_mb_idx(wb, mb));
+}
+
+/*
+ * The first logical block of a slot's header: it holds the id, the length
+ * and the checksum. Replay reads only it to find the ids, and a header is
+ * invalidated by zeroing only it: a single-block write cannot tear, so a
+ * zeroing write that a power cut interrupts leaves either the old header
+ * whole or an empty slot, never an old id over changed metablocks.
+ */
+static inline unsigned int wb_header_lbs(struct wb_device *wb)
+{
+	return max_t(unsigned int, WB_SECTOR_SIZE,
+		     bdev_logical_block_size(wb->cache_dev->bdev));
 }
 
 /* Bytes of a segment that a flush writes: header block plus data blocks. */
