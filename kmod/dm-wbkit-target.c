@@ -587,9 +587,30 @@ static int wb_drop_caches(struct wb_device *wb)
 }
 
 /*
+ * The reply to dead_cause: "alive", or <cache|backing> <read|write|flush>
+ * <sector> <errno>, e.g. "cache write 5120 -5".
+ */
+static void wb_emit_dead_cause(struct wb_device *wb, char *result,
+			       unsigned int maxlen)
+{
+	unsigned int sz = 0;
+
+	if (!wb_dead(wb)) {
+		DMEMIT("alive");
+		return;
+	}
+	smp_rmb();	/* pairs with wb_set_dead: cause before flag */
+	DMEMIT("%s %s %llu %d",
+	       wb->cause.dev == WB_DEV_CACHE ? "cache" : "backing",
+	       wb->cause.op, (unsigned long long)wb->cause.sector,
+	       wb->cause.err);
+}
+
+/*
  * dmsetup message <dev> 0 <key> <value>     (the tunables of the table line)
  * dmsetup message <dev> 0 drop_caches       (write back everything, wait)
  * dmsetup message <dev> 0 clear_stat
+ * dmsetup message <dev> 0 dead_cause        (replies why the target died)
  */
 static int writeboost_message(struct dm_target *ti, unsigned int argc,
 			      char **argv, char *result, unsigned int maxlen)
@@ -597,6 +618,11 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 	struct wb_device *wb = ti->private;
 	unsigned int val;
 	int t;
+
+	if (argc == 1 && !strcasecmp(argv[0], "dead_cause")) {
+		wb_emit_dead_cause(wb, result, maxlen);
+		return 1;	/* the reply is in result */
+	}
 
 	if (argc == 1 && !strcasecmp(argv[0], "drop_caches"))
 		return wb_drop_caches(wb);
@@ -607,7 +633,7 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 		return 0;
 	}
 	if (argc != 2) {
-		DMWARN("unknown message: use <key> <value>, drop_caches or clear_stat");
+		DMWARN("unknown message: use <key> <value>, drop_caches, clear_stat or dead_cause");
 		return -EINVAL;
 	}
 	t = wb_tunable_index(argv[0]);
@@ -642,13 +668,13 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
  *   <stat * 16> <nr_partial_flushed>
  *   12 writeback_threshold <n> nr_cur_batched_writeback <n>
  *      sync_data_interval <n> update_sb_record_interval <n>
- *      read_cache_threshold <n> dead <cause>
+ *      read_cache_threshold <n> dead <0|1>
  *
  * The dead state is one more counted key/value pair (upstream has 10
- * tokens there), so a parser that trusts the count reads every token.
+ * tokens there), so a parser that trusts the count reads every token, and
+ * every value is an integer, as upstream's are. Its cause is in the kernel
+ * log and in the reply to the message dead_cause.
  * stat index = write << 3 | hit << 2 | on_buffer << 1 | fullsize.
- * cause is "-" while alive, else <cache|backing>:<read|write|flush>:
- * <sector>:<errno>, e.g. "cache:write:5120:-5".
  */
 static void writeboost_status(struct dm_target *ti, status_type_t type,
 			      unsigned int status_flags, char *result,
@@ -681,15 +707,7 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 		       READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]));
-		if (!wb_dead(wb)) {
-			DMEMIT(" dead -");
-		} else {
-			smp_rmb();	/* pairs with wb_set_dead: cause before flag */
-			DMEMIT(" dead %s:%s:%llu:%d",
-			       wb->cause.dev == WB_DEV_CACHE ? "cache" : "backing",
-			       wb->cause.op, (unsigned long long)wb->cause.sector,
-			       wb->cause.err);
-		}
+		DMEMIT(" dead %d", wb_dead(wb) ? 1 : 0);
 		break;
 
 	case STATUSTYPE_TABLE:
