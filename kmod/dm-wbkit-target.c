@@ -282,7 +282,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		return -EINVAL;
 	}
 	/* Replay and writeback write both devices, even with no writes above. */
-	if (!(dm_table_get_mode(ti->table) & FMODE_WRITE)) {
+	if (!(dm_table_get_mode(ti->table) & WB_TABLE_MODE_WRITE)) {
 		ti->error = "Read-only tables are not supported: replay and writeback write";
 		return -EROFS;
 	}
@@ -741,8 +741,11 @@ static int writeboost_iterate_devices(struct dm_target *ti,
 static void writeboost_io_hints(struct dm_target *ti,
 				struct queue_limits *limits)
 {
-	/* Whole cache blocks are the cheap case: no merge with older data. */
-	blk_limits_io_opt(limits, WB_BLOCK_SIZE);
+	/*
+	 * Whole cache blocks are the cheap case: no merge with older data.
+	 * (blk_limits_io_opt, which only set this, is gone in 6.11.)
+	 */
+	limits->io_opt = WB_BLOCK_SIZE;
 }
 
 /*

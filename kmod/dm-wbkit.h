@@ -62,6 +62,7 @@
 #include <linux/types.h>
 
 #include "wbkit_format.h"
+#include "dm-wbkit-compat.h"
 
 #define WB_NR_RAMBUF		8	/* open and unwritten segments at most (as upstream) */
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
