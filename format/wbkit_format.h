@@ -204,6 +204,27 @@ static inline __u64 wb_last_writeback_id(__u64 last_flushed_id,
 }
 
 /*
+ * Whether the slot at step 0 of the ring walk (the oldest slot, the one a
+ * writer reuses next), holding slot_id and failing its checksum, is a
+ * rewrite in progress rather than the end of the log: the writer had begun
+ * to put segment max_id + 1 there, over segment max_id + 1 - nr_segments,
+ * and a power cut tore that write with the old header still in place (a
+ * device lands the sectors of one write in any order). The old segment was
+ * written back before its slot could be reused, so skipping it drops
+ * nothing that is not on the backing device, and the new one never
+ * completed, so nothing of it was acknowledged. The walk then goes on with
+ * the slots after it, which must hold ids that follow one another as
+ * always. Not with one slot: there the slot is also the newest, torn as
+ * the newest is.
+ */
+static inline bool wb_torn_rewrite_of_oldest(__u64 step, __u64 slot_id,
+					     __u64 max_id, __u64 nr_segments)
+{
+	return step == 0 && nr_segments > 1 && slot_id != 0 &&
+	       max_id >= slot_id && max_id - slot_id == nr_segments - 1;
+}
+
+/*
  * Whether segment id is on the backing device by replay's step 4. Replay
  * writes none of such a segment's data: not its dirty entries, and not the
  * sectors an older entry of it keeps under a newer partial entry of its

@@ -14,7 +14,6 @@
 #include <linux/vmalloc.h>
 #include <linux/bitops.h>
 #include <linux/string.h>
-#include <asm/unaligned.h>
 
 #include "dm-wbkit.h"
 
@@ -596,13 +595,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 			return wb_refuse_log(error);
 		}
 		stop_id = id;
-		if (length > WB_BLOCKS_PER_SEGMENT) {
-			DMWARN("segment %llu in slot %u has length %u: the log ends at segment %llu",
-			       (unsigned long long)id, slot, length,
-			       (unsigned long long)last_id);
-			break;
-		}
-		if (length) {
+		if (length <= WB_BLOCKS_PER_SEGMENT && length) {
 			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
 					 wb_data_block_sector(slot, 0),
 					 buf + WB_BLOCK_SIZE,
@@ -610,9 +603,16 @@ static int wb_replay(struct wb_device *wb, char **error)
 			if (err)
 				goto io_error;
 		}
-		if (wb_checksum(buf, length) != le32_to_cpu(hdr->checksum)) {
-			DMWARN("segment %llu in slot %u has a bad checksum: the log ends at segment %llu",
-			       (unsigned long long)id, slot,
+		if (length > WB_BLOCKS_PER_SEGMENT ||
+		    wb_checksum(buf, length) != le32_to_cpu(hdr->checksum)) {
+			if (wb_torn_rewrite_of_oldest(i, id, max_id,
+						      wb->nr_segments)) {
+				DMWARN("slot %u: a torn rewrite of the oldest segment %llu (written back): skipped",
+				       slot, (unsigned long long)id);
+				continue;
+			}
+			DMWARN("segment %llu in slot %u is torn or damaged (length %u): the log ends at segment %llu",
+			       (unsigned long long)id, slot, length,
 			       (unsigned long long)last_id);
 			break;
 		}
