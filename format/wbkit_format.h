@@ -204,24 +204,37 @@ static inline __u64 wb_last_writeback_id(__u64 last_flushed_id,
 }
 
 /*
- * Whether the slot at step 0 of the ring walk (the oldest slot, the one a
- * writer reuses next), holding slot_id and failing its checksum, is a
- * rewrite in progress rather than the end of the log: the writer had begun
- * to put segment max_id + 1 there, over segment max_id + 1 - nr_segments,
- * and a power cut tore that write with the old header still in place (a
- * device lands the sectors of one write in any order). The old segment was
- * written back before its slot could be reused, so skipping it drops
- * nothing that is not on the backing device, and the new one never
- * completed, so nothing of it was acknowledged. The walk then goes on with
- * the slots after it, which must hold ids that follow one another as
- * always. Not with one slot: there the slot is also the newest, torn as
- * the newest is.
+ * How many slots from the oldest one a writer may be rewriting at once:
+ * both targets open segment N only after the write of segment N - 8 has
+ * completed (WB_NR_RAMBUF in kmod, NR_RAMBUF_POOL in dm-writeboost 2.2).
  */
-static inline bool wb_torn_rewrite_of_oldest(__u64 step, __u64 slot_id,
-					     __u64 max_id, __u64 nr_segments)
+#define WB_REWRITE_WINDOW 8
+
+/*
+ * Whether a slot whose header cannot be trusted (its checksum fails, or its
+ * length is impossible), met at step `step` of the ring walk, is a rewrite
+ * in progress rather than damage: a writer reuses the slots from the
+ * oldest one on, in ring order, and a power cut tore its write into this
+ * slot with the old header still in place (a device lands the sectors of
+ * one write in any order). Then the slot holds the id one lap behind the
+ * one being written there, max_id + 1 - nr_segments + step, and lies
+ * within the window of slots a writer can be rewriting at once.
+ *
+ * Replay then drops the walk's slots up to and including this one and
+ * starts the log after it, and counts their ids as written back: a writer
+ * reuses a slot only after the segment in it was written back, and it
+ * writes into the slots in ring order, so every slot before this one was
+ * reused too; what it was writing there never completed, so nothing of it
+ * was acknowledged. The slots after it must hold ids that follow one
+ * another, as always. Not with one slot, nor at the newest slot, which is
+ * torn as the newest is.
+ */
+static inline bool wb_torn_rewrite(__u64 step, __u64 slot_id, __u64 max_id,
+				   __u64 nr_segments)
 {
-	return step == 0 && nr_segments > 1 && slot_id != 0 &&
-	       max_id >= slot_id && max_id - slot_id == nr_segments - 1;
+	return step < WB_REWRITE_WINDOW && step + 1 < nr_segments &&
+	       slot_id != 0 && max_id >= slot_id &&
+	       max_id - slot_id == nr_segments - 1 - step;
 }
 
 /*

@@ -399,6 +399,29 @@ static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 }
 
 /*
+ * Undoes the walk's steps before `upto` (wb_torn_rewrite: they were being
+ * rewritten): their entries leave the hash table. Nothing was written for
+ * them; the sectors they left to newer entries (replay_keep) are dropped
+ * with them.
+ */
+static void wb_forget_applied(struct wb_device *wb, u64 start, u64 upto)
+{
+	struct wb_segment *seg;
+	unsigned int j;
+	u64 i;
+
+	for (i = 0; i < upto; i++) {
+		seg = &wb->segs[wb_ring_slot(start, i, wb->nr_segments)];
+		for (j = 0; j < seg->length; j++) {
+			if (!hlist_unhashed(&seg->mb[j].ht_node))
+				wb_ht_del(wb, &seg->mb[j]);
+			seg->mb[j].replay_keep = 0;
+		}
+		seg->length = 0;
+	}
+}
+
+/*
  * Writes the sectors that older entries left to newer partial ones
  * (wb_apply_segment) to the backing device, for the segments after
  * last_writeback_id only (wb_segment_written_back): an older one is on
@@ -561,7 +584,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 	void *buf = wb->rambuf[0];
 	bool wrote_backing = false;
 	u64 max_id = 0, last_id = 0, record, lw, k, i, start, stop;
-	u64 stop_id = 0;
+	u64 stop_id = 0, rewritten_id = 0;
 	int err;
 
 	err = wb_scan_ids(wb, &max_id);
@@ -605,10 +628,12 @@ static int wb_replay(struct wb_device *wb, char **error)
 		}
 		if (length > WB_BLOCKS_PER_SEGMENT ||
 		    wb_checksum(buf, length) != le32_to_cpu(hdr->checksum)) {
-			if (wb_torn_rewrite_of_oldest(i, id, max_id,
-						      wb->nr_segments)) {
-				DMWARN("slot %u: a torn rewrite of the oldest segment %llu (written back): skipped",
+			if (wb_torn_rewrite(i, id, max_id, wb->nr_segments)) {
+				DMWARN("slot %u: a torn rewrite over segment %llu: the log starts after it, the segments up to it count as written back",
 				       slot, (unsigned long long)id);
+				wb_forget_applied(wb, start, i);
+				rewritten_id = id;
+				last_id = 0;
 				continue;
 			}
 			DMWARN("segment %llu in slot %u is torn or damaged (length %u): the log ends at segment %llu",
@@ -643,6 +668,8 @@ static int wb_replay(struct wb_device *wb, char **error)
 			     ->last_writeback_segment_id);
 
 	lw = wb_last_writeback_id(last_id, record, wb->nr_segments);
+	/* A torn rewrite proves its slot's segment, and older, written back. */
+	lw = max(lw, rewritten_id);
 
 	/*
 	 * The torn newest segment is not part of the log: its header is

@@ -65,6 +65,8 @@
 #include "dm-wbkit-compat.h"
 
 #define WB_NR_RAMBUF		8	/* open and unwritten segments at most (as upstream) */
+/* Replay's torn-rewrite rule (wbkit_format.h) counts on this bound. */
+static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than replay allows for");
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
 /*
  * dm-writeboost allocates its 2048 read cache cells (8 MiB) whatever the
