@@ -28,6 +28,9 @@ rows=${WBKIT_STRESS_ROWS:-2 4 9}
 with_upstream=${WBKIT_STRESS_UPSTREAM:-1}
 vm_has_upstream || with_upstream=0
 VM_TIMEOUT=${WBKIT_STRESS_TIMEOUT:-2400}
+# Upstream keeps ~16 MiB per construction after its device is removed
+# (tests/crash/README.md), and every row constructs three times.
+VM_MEM=$((VM_MEM > 2048 ? VM_MEM : 2048))
 
 work=$(mktemp -d "$VM_WORK/stress.XXXXXX")
 trap 'rm -rf "$work"' EXIT
