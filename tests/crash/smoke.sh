@@ -28,7 +28,7 @@ cc -O2 -o "$work/wbstamp" "$root/tests/vm/wbstamp.c"
 failed=0 total=0
 # Recordings checked with in-order tears only, until re-recorded or until
 # the tools apply the torn-rewrite rule (docs/FORMAT.md, replay step 2).
-PREFIX_ONLY=${CRASH_PREFIX_ONLY-wbkit-both wbkit-midlog upstream-both upstream-cache}
+PREFIX_ONLY=${CRASH_PREFIX_ONLY-wbkit-midlog upstream-both upstream-cache}
 # count_states NAME MIN OUTPUT: adds the states a wbcrash run checked to
 # total; a recording with fewer than MIN proves too little.
 count_states() {
