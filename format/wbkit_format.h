@@ -226,14 +226,16 @@ static inline __u64 wb_last_writeback_id(__u64 last_flushed_id,
  * writes into the slots in ring order, so every slot before this one was
  * reused too; what it was writing there never completed, so nothing of it
  * was acknowledged. The slots after it must hold ids that follow one
- * another, as always. Not with one slot, nor at the newest slot, which is
- * torn as the newest is.
+ * another, as always. Only in a ring that has wrapped (max_id >=
+ * nr_segments): a writer rewrites only slots it has filled before, in
+ * order, so before the first wrap no slot holds an older lap. Not with one
+ * slot, nor at the newest slot, which is torn as the newest is.
  */
 static inline bool wb_torn_rewrite(__u64 step, __u64 slot_id, __u64 max_id,
 				   __u64 nr_segments)
 {
 	return step < WB_REWRITE_WINDOW && step + 1 < nr_segments &&
-	       slot_id != 0 && max_id >= slot_id &&
+	       max_id >= nr_segments && slot_id != 0 && max_id >= slot_id &&
 	       max_id - slot_id == nr_segments - 1 - step;
 }
 
