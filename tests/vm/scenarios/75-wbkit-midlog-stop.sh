@@ -7,7 +7,9 @@
 #
 # 1. upstream dm-writeboost writes a wrapped log with a superblock record
 #    (drop_caches, record updated, then a few more segments);
-# 2. the host corrupts a segment a few ids below the record;
+# 2. the host corrupts a segment two ids below the newest, beyond the first
+#    8 slots of the walk (there a bad checksum reads as a torn rewrite,
+#    docs/FORMAT.md replay step 2);
 # 3. dm-wbkit refuses to construct on it (the log names wbdump and
 #    wbrecover), and neither device changes;
 # 4. wbreplay --mark-clean --force replays the log up to the damage, zeroes
@@ -55,7 +57,7 @@ echo "upstream at the cut: $(vm_result upstream_status)"
 
 # --- 2. corrupt a segment below the record --------------------------------
 # Prints "record max_id corrupted_id" after flipping one byte in the
-# metablock area (covered by the checksum) of segment record - 3.
+# metablock area (covered by the checksum) of segment max_id - 2.
 read -r record max_id bad < <("$PY" - "$work/cache.img" <<'PY'
 import struct, sys
 path = sys.argv[1]
@@ -71,9 +73,9 @@ with open(path, "r+b") as f:
     f.seek(2047 * 512)
     record, = struct.unpack("<Q", f.read(8))
     max_id = max(slots)
-    bad = record - 3
-    if bad not in slots or bad <= max_id - nr + 1:
-        sys.exit("no segment to corrupt: record %d, ids %s" % (record, sorted(slots)))
+    bad = max_id - 2
+    if bad not in slots or bad - (max_id + 1 - nr) < 8:
+        sys.exit("no segment to corrupt beyond the torn-rewrite window: record %d, ids %s" % (record, sorted(slots)))
     off = (2048 + slots[bad] * 1024) * 512 + 1000
     f.seek(off)
     b = f.read(1)
