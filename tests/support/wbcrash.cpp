@@ -69,7 +69,7 @@ struct Options {
 	std::string stamp_image; // write the workload's image of writes 1..ops here and stop
 	std::uint64_t max_failures = 20;
 	bool emit_failing = false;    // emit the failing states (and only them)
-	bool torn_any_order = true;  // tears that skip sectors, not only prefixes
+	bool torn_any_order = true;   // tears that skip sectors, not only prefixes
 	unsigned recovery_every = 10; // every Nth passing state: cut the offline replay, rerun
 	std::string save_state;       // final|midlog|midlog-wbreplay: write that state as a recording's base and stop
 	std::string save_to;
