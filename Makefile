@@ -54,7 +54,7 @@ deb: deps-build
 
 # A clean Debian 12 root (debootstrap): install the packages with apt, use
 # them, purge them, look for leftovers. Slow (a download of Debian 12's
-# minimal system); not part of `make test`. tests/packaging/README.md.
+# minimal system); not part of `make test`. See tests/packaging/clean-root.sh.
 test-deb-root: deb
 	tests/packaging/clean-root.sh $(DEB_DIR)
 
