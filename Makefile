@@ -37,20 +37,22 @@ demo: all
 	scripts/demo.sh $(BUILD)
 
 # The Debian packages (debian/): wbkit, python3-wbkit, dm-wbkit-dkms and the
-# -dbgsym packages, built by dpkg-buildpackage from a copy of the tree's files
-# (tracked, and untracked but not ignored) in $(DEB_DIR)/src, so the packages
-# land in $(DEB_DIR) and the tree stays clean. Then lintian on them.
+# -dbgsym packages, built by dpkg-buildpackage -b from a copy of the tree's
+# files (tracked, and untracked but not ignored) in $(DEB_DIR)/wbkit, so they
+# land in $(DEB_DIR) and the tree stays clean; the source package (.dsc) too.
+# Then lintian on all of them: an error or a warning fails.
 DEB_DIR ?= $(BUILD)/deb
 DEB_JOBS ?= 2
 deb: deps-build
 	rm -rf $(DEB_DIR)
-	mkdir -p $(DEB_DIR)/src
+	mkdir -p $(DEB_DIR)/wbkit
 	git ls-files -z --cached --others --exclude-standard | \
-		tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C $(DEB_DIR)/src
-	cd $(DEB_DIR)/src && DEB_BUILD_OPTIONS="parallel=$(DEB_JOBS) $(DEB_BUILD_OPTIONS)" \
+		tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C $(DEB_DIR)/wbkit
+	cd $(DEB_DIR) && dpkg-source -b wbkit
+	cd $(DEB_DIR)/wbkit && DEB_BUILD_OPTIONS="parallel=$(DEB_JOBS) $(DEB_BUILD_OPTIONS)" \
 		nice -n 15 dpkg-buildpackage -b -us -uc
-	rm -rf $(DEB_DIR)/src
-	lintian --pedantic --fail-on error,warning $(DEB_DIR)/*.changes
+	rm -rf $(DEB_DIR)/wbkit
+	lintian --pedantic --fail-on error,warning $(DEB_DIR)/*.changes $(DEB_DIR)/*.dsc
 
 # A clean Debian 12 root (debootstrap): install the packages with apt, use
 # them, purge them, look for leftovers. Slow (a download of Debian 12's
