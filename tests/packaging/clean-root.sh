@@ -85,9 +85,11 @@ for tool in wbdump wbreplay wbrecover; do
 	out=$(in_root "$tool" --version)
 	echo "$out"
 	[ "$(echo "$out" | cut -d' ' -f1-2)" = "$tool $version" ] || fail "$tool --version: $out"
-	in_root man -P cat "$tool" | grep -q "^NAME" || fail "man $tool"
+	in_root man -P cat "$tool" >"$root/tmp/man.txt"
+	grep -q "^NAME" "$root/tmp/man.txt" || fail "man $tool"
 done
-in_root man -P cat 4 dm-wbkit | grep -q "^NAME" || fail "man 4 dm-wbkit"
+in_root man -P cat 4 dm-wbkit >"$root/tmp/man.txt"
+grep -q "^NAME" "$root/tmp/man.txt" || fail "man 4 dm-wbkit"
 in_root test -f /usr/share/doc/wbkit/schemas/wbdump.schema.json || fail "no JSON schema"
 out=$(in_root python3 -c 'import importlib.metadata as m, wbkit; print(wbkit.__version__, m.version("wbkit"), wbkit.__file__)')
 echo "python3: $out"
@@ -104,7 +106,9 @@ step "a kernel whose module build fails still configures"
 # build fail, and its postinst runs the kernel hooks as Debian's kernels do.
 kver=9.9.9-wbkit-fails
 pkgdir=$root/tmp/fake-kernel
-mkdir -p "$pkgdir/DEBIAN" "$pkgdir/usr/lib/wbkit-fake-kernel/$kver/build/include"
+mkdir -p "$pkgdir/DEBIAN" "$pkgdir/usr/lib/wbkit-fake-kernel/$kver/build/include" "$pkgdir/boot"
+# DKMS's common.postinst finds the newest kernel by its /boot/config-*.
+: >"$pkgdir/boot/config-$kver"
 printf 'modules clean:\n\t@echo "this stand-in kernel builds nothing"; exit 1\n' \
 	>"$pkgdir/usr/lib/wbkit-fake-kernel/$kver/build/Makefile"
 cat >"$pkgdir/DEBIAN/control" <<CONTROL
@@ -133,11 +137,26 @@ fi
 POSTRM
 chmod 755 "$pkgdir/DEBIAN/postinst" "$pkgdir/DEBIAN/postrm"
 dpkg-deb -b --root-owner-group "$pkgdir" "$root/tmp/wbkit-fake-kernel.deb" >/dev/null
-apt_root install /tmp/wbkit-fake-kernel.deb 2>&1 | tee "$root/tmp/fake-kernel.log"
+apt_root install /tmp/wbkit-fake-kernel.deb >"$root/tmp/fake-kernel.log" 2>&1 || {
+	cat "$root/tmp/fake-kernel.log"
+	fail "installing the stand-in kernel failed"
+}
+cat "$root/tmp/fake-kernel.log"
 grep -q "could not be built for kernel $kver" "$root/tmp/fake-kernel.log" || fail "the hook did not try (and fail) to build for $kver"
 in_root dpkg-query -W -f='${db:Status-Abbrev}\n' wbkit-fake-kernel | grep -q '^ii ' || fail "the kernel package is not configured"
-apt_root purge wbkit-fake-kernel
 echo "ok: the stand-in kernel configured, with a warning"
+
+step "dm-wbkit-dkms configures when the module fails to build for the newest kernel"
+# On an upgrade (here a reinstall), common.postinst builds for the newest kernel.
+apt_root install --reinstall /tmp/debs/dm-wbkit-dkms_*.deb >"$root/tmp/reinstall.log" 2>&1 || {
+	cat "$root/tmp/reinstall.log"
+	fail "reinstalling dm-wbkit-dkms failed"
+}
+cat "$root/tmp/reinstall.log"
+grep -q "could not be built for every kernel" "$root/tmp/reinstall.log" || fail "no build for the newest kernel was tried"
+in_root dpkg-query -W -f='${db:Status-Abbrev}\n' dm-wbkit-dkms | grep -q '^ii ' || fail "dm-wbkit-dkms is not configured"
+apt_root purge wbkit-fake-kernel
+echo "ok: dm-wbkit-dkms configured, with a warning"
 
 step "purge"
 apt_root purge wbkit python3-wbkit dm-wbkit-dkms
