@@ -170,7 +170,8 @@ def test_python_package_has_metadata_imports_and_is_compiled_on_install(packages
     py = {p.name for p in (ROOT / "python" / "wbkit").iterdir() if p.suffix in (".py", ".pyi") or p.name == "py.typed"}
     extension = [f for f in files if f.startswith(f"{SITE}/wbkit/_wbkit.") and f.endswith(".so")]
     dist_info = {f"{SITE}/wbkit-{VERSION}.dist-info/{n}" for n in ("METADATA", "RECORD", "INSTALLER", "top_level.txt")}
-    docs = {"/usr/share/doc/python3-wbkit/copyright", "/usr/share/doc/python3-wbkit/changelog.gz"}
+    docs = {"/usr/share/doc/python3-wbkit/copyright", "/usr/share/doc/python3-wbkit/changelog.gz"} | {
+        f"/usr/share/doc/python3-wbkit/examples/{p.name}" for p in (ROOT / "python" / "examples").glob("*.py")}
     assert len(extension) == 1, files
     assert files == {f"{SITE}/wbkit/{n}" for n in py} | set(extension) | dist_info | docs, sorted(files)
     depends = field(deb, "Depends")
