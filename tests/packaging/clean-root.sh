@@ -51,6 +51,11 @@ printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 755 "$root/usr/sbin/policy-rc.d"
 mkdir -p "$root/tmp/debs"
 cp "${tools_deb[0]}" "${python_deb[0]}" "${dkms_deb[0]}" "$root/tmp/debs/"
+# Their paths inside the root.
+in_root_debs=()
+for deb in "${tools_deb[0]}" "${python_deb[0]}" "${dkms_deb[0]}"; do
+	in_root_debs+=("/tmp/debs/$(basename "$deb")")
+done
 
 step "apt-get update"
 apt_root update
@@ -78,7 +83,7 @@ leftovers() {
 }
 
 step "install wbkit, python3-wbkit, dm-wbkit-dkms (and man-db to read the pages)"
-apt_root install man-db /tmp/debs/*.deb
+apt_root install man-db "${in_root_debs[@]}"
 
 step "use them"
 for tool in wbdump wbreplay wbrecover; do
@@ -90,7 +95,7 @@ for tool in wbdump wbreplay wbrecover; do
 done
 in_root man -P cat 4 dm-wbkit >"$root/tmp/man.txt"
 grep -q "^NAME" "$root/tmp/man.txt" || fail "man 4 dm-wbkit"
-in_root test -f /usr/share/doc/wbkit/schemas/wbdump.schema.json || fail "no JSON schema"
+in_root test -f /usr/share/doc/wbkit/schemas/wbdump-1.schema.json || fail "no JSON schema"
 out=$(in_root python3 -c 'import importlib.metadata as m, wbkit; print(wbkit.__version__, m.version("wbkit"), wbkit.__file__)')
 echo "python3: $out"
 [ "$out" = "$version $version /usr/lib/python3/dist-packages/wbkit/__init__.py" ] || fail "import wbkit: $out"
@@ -148,7 +153,7 @@ echo "ok: the stand-in kernel configured, with a warning"
 
 step "dm-wbkit-dkms configures when the module fails to build for the newest kernel"
 # On an upgrade (here a reinstall), common.postinst builds for the newest kernel.
-apt_root install --reinstall /tmp/debs/dm-wbkit-dkms_*.deb >"$root/tmp/reinstall.log" 2>&1 || {
+apt_root install --reinstall "${in_root_debs[2]}" >"$root/tmp/reinstall.log" 2>&1 || {
 	cat "$root/tmp/reinstall.log"
 	fail "reinstalling dm-wbkit-dkms failed"
 }
@@ -164,7 +169,7 @@ leftovers || fail "files left after purge"
 before=$(snapshot)
 
 step "install and purge again: the root must be as it was"
-apt_root install /tmp/debs/*.deb
+apt_root install "${in_root_debs[@]}"
 in_root python3 -c 'import wbkit' || fail "import wbkit (second install)"
 apt_root purge wbkit python3-wbkit dm-wbkit-dkms
 after=$(snapshot)
