@@ -6,9 +6,10 @@ Python package and DKMS tree work unpacked into a scratch root; the maintainer
 scripts byte-compile and clean the Python package, and the kernel hook of
 dm-wbkit-dkms never fails a kernel's installation.
 
-Skips when <build>/deb holds no packages (`make deb` makes them; `make test`
-runs it first). Installing them on a clean Debian 12 is
-tests/packaging/clean-root.sh (`make test-deb-root`)."""
+Skips when <build>/deb holds no packages: `make deb` makes them, and `make
+test` does not run it (it takes ten minutes and more on two shared cores).
+Installing them on a clean Debian 12 is tests/packaging/clean-root.sh (`make
+test-deb-root`)."""
 import os
 import pathlib
 import re
