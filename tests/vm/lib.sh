@@ -303,7 +303,7 @@ vm_run() {
 	rm -f "$script_disk"
 	VM_ELAPSED=$((SECONDS - started))
 
-	if [ "$rc" = 124 ] || [ "$rc" = 137 ] || tr -d '\r' <"$VM_LOG" | grep -q '^wbwatchdog: '; then
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ] || tr -d '\r' <"$VM_LOG" | grep -q 'wbwatchdog: '; then
 		# The watchdog fired: a timeout, even if the script made it in the
 		# last seconds (its dump would look like a kernel problem).
 		vm_log "timeout after ${limit}s (watchdog: ${VM_WATCHDOG_MARGIN}s before), log: $VM_LOG"
@@ -333,7 +333,7 @@ vm_run() {
 # blocked (sysrq w), with the first frames of their stacks.
 _vm_watchdog_summary() {
 	local log=${1:-$VM_LOG}
-	if ! tr -d '\r' <"$log" | grep -q '^wbwatchdog: '; then
+	if ! tr -d '\r' <"$log" | grep -q 'wbwatchdog: '; then
 		echo "vm: no watchdog dump in the log (VM_WATCHDOG_MARGIN=$VM_WATCHDOG_MARGIN)"
 		return 0
 	fi
