@@ -62,6 +62,8 @@ VM_FAIL_PATTERNS=${VM_FAIL_PATTERNS:-'Kernel panic|BUG: |Oops: |general protecti
 # fires VM_WATCHDOG_MARGIN seconds (default 20; 0: no watchdog) before the
 # limit, by the guest's clock, which qemu's RTC sets from the host's.
 VM_WATCHDOG_MARGIN=${VM_WATCHDOG_MARGIN:-20}
+# More kernel command line, after the harness's own (test-vm-debug: acpi=noirq).
+VM_KERNEL_ARGS=${VM_KERNEL_ARGS:-}
 
 vm_log() { echo "vm: $*" >&2; }
 
@@ -301,7 +303,7 @@ vm_run() {
 	timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -cpu max -m "$VM_MEM" -smp 2 \
 		-nographic -no-reboot -net none -rtc base=utc \
 		-kernel "$VM_KERNEL" -initrd "$VM_INITRD" \
-		-append "console=ttyS0 quiet panic=-1 no_timer_check wb.disks=$(($# + 1))$watchdog" \
+		-append "console=ttyS0 quiet panic=-1 no_timer_check wb.disks=$(($# + 1))$watchdog${VM_KERNEL_ARGS:+ $VM_KERNEL_ARGS}" \
 		"${drives[@]}" </dev/null >"$VM_LOG" 2>&1 || rc=$?
 	rm -f "$script_disk"
 	VM_ELAPSED=$((SECONDS - started))
