@@ -9,7 +9,19 @@ VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 WBKIT_ROOT=$(cd "$VM_DIR/../.." && pwd)
 VM_WORK=${VM_WORK:-$VM_DIR/work}
 # Not fatal when absent: vm_available then says why the suite skips.
-VM_KVER=${VM_KVER:-$(ls /lib/modules 2>/dev/null | sort -V | tail -n 1 || true)}
+# Debian's default kernel, the one linux-image-amd64 depends on, not the
+# newest in /lib/modules: a 6.12 headers package adds /lib/modules/6.12.../build
+# without a bootable image of ours (VM_KVER=<release> picks another).
+_vm_default_kver() {
+	local dep
+	dep=$(dpkg-query -W -f='${Depends}' linux-image-amd64 2>/dev/null | grep -o 'linux-image-[^ ,]*' | head -n 1)
+	if [ -n "$dep" ] && [ -d "/lib/modules/${dep#linux-image-}" ]; then
+		echo "${dep#linux-image-}"
+	else
+		ls /lib/modules 2>/dev/null | sort -V | tail -n 1 || true
+	fi
+}
+VM_KVER=${VM_KVER:-$(_vm_default_kver)}
 VM_KERNEL=${VM_KERNEL:-/boot/vmlinuz-$VM_KVER}
 # Where the kernel's modules are: modules of VM_KVER are looked up under
 # $VM_MODROOT/lib/modules/$VM_KVER (empty: the host's /lib/modules). The debug
