@@ -20,16 +20,6 @@ mkdir -p "$VM_LOG_DIR"
 
 source "$(dirname "$0")/lib.sh"
 
-# Only a machine that cannot run qemu at all skips the suite; anything that
-# goes wrong after that is a failure.
-if ! why=$(vm_available) || ! qemu-system-x86_64 --version >/dev/null 2>&1; then
-	echo "VM tests skipped: ${why:-qemu-system-x86_64 does not run}"
-	exit 0
-fi
-vm_prepare
-
-passed=0 failed=0 skipped=0
-suite_start=$SECONDS
 scenarios=()
 if [ $# -eq 0 ]; then
 	scenarios=("$VM_DIR"/scenarios/*.sh)
@@ -40,6 +30,17 @@ else
 		scenarios+=("$VM_DIR/scenarios/$name.sh")
 	done
 fi
+
+# Only a machine that cannot run qemu at all skips the suite; anything that
+# goes wrong after that is a failure.
+if ! why=$(vm_available) || ! qemu-system-x86_64 --version >/dev/null 2>&1; then
+	echo "VM tests skipped: ${why:-qemu-system-x86_64 does not run}"
+	exit 0
+fi
+vm_prepare
+
+passed=0 failed=0 skipped=0
+suite_start=$SECONDS
 for scenario in "${scenarios[@]}"; do
 	[ -e "$scenario" ] || continue
 	name=$(basename "$scenario" .sh)
