@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "wbkit/progress.hpp"
+
 namespace wbkit {
 
 class ProgressReporter {
@@ -26,6 +28,11 @@ public:
 	// Throws UsageError when fd is not open for writing.
 	void set_machine_fd(int fd);
 	void update(std::string_view phase, std::uint64_t done, std::uint64_t total);
+	// update() as the engines' progress sink; this reporter must outlive it.
+	ProgressSink sink()
+	{
+		return [this](std::string_view phase, std::uint64_t done, std::uint64_t total) { update(phase, done, total); };
+	}
 	// Prints the final state of the current phase (and ends the bar's line).
 	void finish();
 
