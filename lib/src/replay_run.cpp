@@ -4,6 +4,7 @@
 
 #include "wbkit/errors.hpp"
 #include "wbkit/log_scan.hpp"
+#include "wbkit/safety.hpp"
 
 namespace wbkit {
 

@@ -13,6 +13,7 @@
 #include "wbkit/log_scan.hpp"
 #include "wbkit/log_writer.hpp"
 #include "wbkit/replay.hpp"
+#include "wbkit/safety.hpp"
 
 using namespace wbkit;
 using namespace wbkit::testing;
@@ -612,6 +613,27 @@ TEST(ReplaySafety, Refusals)
 	auto tiny = dir.open_rw(dir.make_image("tiny.img", 4096));
 	const LogScan too_small = scan_log(*tiny);
 	EXPECT_THROW(check_replay_safety(*tiny, *s.backing, too_small, true), RefusedError);
+}
+
+TEST(ReplaySafety, EveryRefusalHasOneUniqueNameAndItsForceWording)
+{
+	std::set<std::string_view> names;
+	for (const RefusalInfo& info : all_refusals()) {
+		EXPECT_TRUE(names.insert(info.name).second) << info.name;
+		EXPECT_EQ(refusal_info(info.id).name, info.name);
+		// What --force does is said when refused, and only for refusals it overrides.
+		EXPECT_EQ(info.refused.find("--force") != std::string_view::npos, info.force_overrides) << info.name;
+	}
+	EXPECT_EQ(all_refusals().size(), std::size_t(Refusal::output_too_small) + 1);
+	const RefusalContext context{.cache = "c.img", .magic = 0x1234};
+	std::vector<std::string> overridden;
+	EXPECT_THROW(refuse(Refusal::no_magic, context, false, overridden), RefusedError);
+	EXPECT_THROW(refuse(Refusal::cache_too_small, context, true, overridden), RefusedError);
+	EXPECT_TRUE(overridden.empty());
+	refuse(Refusal::no_magic, context, true, overridden);
+	ASSERT_EQ(overridden.size(), 1u);
+	EXPECT_EQ(overridden[0], refusal_text(Refusal::no_magic, context, true));
+	EXPECT_NE(overridden[0].find("c.img has no writeboost magic (found 0x00001234)"), std::string::npos);
 }
 
 TEST(SegmentReasons, EveryReasonHasOneUniqueDocumentedName)

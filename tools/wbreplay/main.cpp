@@ -10,6 +10,7 @@
 #include "wbkit/errors.hpp"
 #include "wbkit/identity.hpp"
 #include "wbkit/replay_run.hpp"
+#include "wbkit/safety.hpp"
 #include "wbkit/report.hpp"
 
 namespace {

@@ -170,13 +170,4 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan);
 // never acknowledged as flushed.
 std::vector<std::string> replay_shortfalls(const ReplayPlan& plan);
 
-// The checks before anything is written (docs/FORMAT.md's replay needs a formatted
-// cache, a backing device that is not the cache and holds every block the log
-// names). Throws RefusedError; with `force`, the checks that can sensibly be
-// overridden are skipped and returned, worded for the user.
-std::vector<std::string> check_replay_safety(const Device& cache, const Device& backing, const LogScan& scan,
-					     bool force);
-// Refuses when two paths name the same device or file.
-void check_distinct(const Device& a, std::string_view a_role, const Device& b, std::string_view b_role);
-
 } // namespace wbkit
