@@ -1,158 +1,22 @@
+// The executor: a replay plan's extents read from the cache by a reader
+// thread while the one before is written, failures narrowed down and
+// reported or thrown, the destination flushed at the end.
 #include "wbkit/replay.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <exception>
-#include <functional>
 #include <cstring>
+#include <exception>
+#include <fmt/format.h>
+#include <functional>
 #include <mutex>
 #include <thread>
-#include <fmt/format.h>
 
 #include "wbkit/errors.hpp"
-#include "wbkit/identity.hpp"
 #include "wbkit/tolerant_io.hpp"
 
 namespace wbkit {
-
-ReplayPlan::ReplayPlan(std::shared_ptr<const LogScan> scan, const ReplayOptions& options)
-	: scan_(std::move(scan)), options_(options),
-	  max_extent_sectors_(std::max<std::uint64_t>(block_sectors, options.max_extent_bytes / sector_size))
-{
-	summary_.segments_in_log = scan_->log.size();
-	for (const LogSegment& seg : scan_->log)
-		summary_.segments_written_back += seg.written_back;
-	sectors_per_segment_.assign(scan_->log.size(), 0);
-
-	// One pass over the plan gives the numbers a dry run prints; the
-	// extents themselves are generated again when they are executed.
-	Cursor cursor(*this);
-	cursor.accounting_ = this;
-	std::uint64_t last_block = ~0ULL;
-	while (auto extent = cursor.next()) {
-		++summary_.extents;
-		summary_.dirty_sectors += extent->sectors;
-		// Inclusive bounds: an extent may end at the last sector of the 64-bit space.
-		const std::uint64_t first = extent->backing_sector & ~(block_sectors - 1);
-		const std::uint64_t final = (extent->backing_sector + extent->sectors - 1) & ~(block_sectors - 1);
-		for (std::uint64_t s = first;; s += block_sectors) {
-			if (s != last_block) {
-				++summary_.dirty_blocks;
-				last_block = s;
-			}
-			if (s == final)
-				break;
-		}
-	}
-	summary_.bytes = summary_.dirty_sectors * sector_size;
-	for (std::uint64_t n : sectors_per_segment_)
-		summary_.segments_contributing += n > 0;
-}
-
-bool ReplayPlan::Cursor::load_block()
-{
-	const LogScan& scan = *plan_->scan_;
-	const ReplayOptions& options = plan_->options_;
-	while (position_ < scan.index.size()) {
-		const std::uint64_t block = scan.index.block_sector(position_);
-		mask_ = 0;
-		for (; position_ < scan.index.size(); ++position_) {
-			const SectorSource source = scan.index[position_];
-			if (source.block_sector != block)
-				break;
-			for (unsigned j = 0; j < block_sectors; ++j)
-				if ((source.dirty >> j) & 1u)
-					owner_[j] = source;
-			mask_ |= source.dirty;
-		}
-		{
-			// Sectors past the backing device, or past 2^64 (a damaged
-			// metablock near the top of the address space), cannot be written.
-			const std::uint64_t end = options.backing_sectors.value_or(~0ULL);
-			for (unsigned j = 0; j < block_sectors; ++j) {
-				const bool wraps = block > ~0ULL - j;
-				if (!((mask_ >> j) & 1u) || (!wraps && block + j < end))
-					continue;
-				mask_ = std::uint8_t(mask_ & ~(1u << j));
-				if (accounting_) {
-					++accounting_->summary_.skipped_sectors;
-					if (!accounting_->summary_.first_skipped_sector)
-						accounting_->summary_.first_skipped_sector = block + j;
-				}
-			}
-		}
-		if (mask_ == 0)
-			continue;
-		if (accounting_)
-			for (unsigned j = 0; j < block_sectors; ++j)
-				if ((mask_ >> j) & 1u)
-					++accounting_->sectors_per_segment_[owner_[j].log_index];
-		block_sector_ = block;
-		next_sector_ = 0;
-		have_block_ = true;
-		return true;
-	}
-	return false;
-}
-
-std::optional<ReplayExtent> ReplayPlan::Cursor::next()
-{
-	const LogScan& scan = *plan_->scan_;
-	ReplayExtent extent;
-	for (;;) {
-		if (!have_block_ && !load_block())
-			break;
-		for (; next_sector_ < block_sectors; ++next_sector_) {
-			if (!((mask_ >> next_sector_) & 1u))
-				continue;
-			const std::uint64_t sector = block_sector_ + next_sector_;
-			if (extent.sectors > 0 &&
-			    (sector != extent.backing_sector + extent.sectors || extent.sectors >= plan_->max_extent_sectors_))
-				return extent;
-			if (extent.sectors == 0)
-				extent.backing_sector = sector;
-			const SectorSource& source = owner_[next_sector_];
-			const LogSegment& segment = scan.log[source.log_index];
-			const std::uint64_t cache_offset = scan.source_offset(source) + next_sector_ * sector_size;
-			if (!extent.sources.empty()) {
-				ExtentSource& last = extent.sources.back();
-				if (last.segment_id == segment.id && last.cache_offset + last.sectors * sector_size == cache_offset) {
-					++last.sectors;
-					++extent.sectors;
-					continue;
-				}
-			}
-			extent.sources.push_back(ExtentSource{.cache_offset = cache_offset,
-							      .extent_sector = extent.sectors,
-							      .sectors = 1,
-							      .segment_id = segment.id,
-							      .slot = segment.slot});
-			++extent.sectors;
-		}
-		have_block_ = false;
-	}
-	if (extent.sectors == 0)
-		return std::nullopt;
-	return extent;
-}
-
-void ReplayPlan::for_each_extent(const std::function<void(const ReplayExtent&)>& visit) const
-{
-	Cursor cursor = extents();
-	while (auto extent = cursor.next())
-		visit(*extent);
-}
-
-ReplayPlan replay_plan(std::shared_ptr<const LogScan> scan, const ReplayOptions& options)
-{
-	return ReplayPlan(std::move(scan), options);
-}
-
-ReplayPlan replay_plan(const LogScan& scan, const ReplayOptions& options)
-{
-	return ReplayPlan(std::shared_ptr<const LogScan>(&scan, [](const LogScan*) {}), options);
-}
 
 namespace {
 
@@ -463,123 +327,6 @@ std::function<bool(const ReplayExtent&)> write_when_verified(LogVerifier& verifi
 				return false;
 		return true;
 	};
-}
-
-std::uint64_t mark_cache_clean(Device& cache, const LogScan& scan)
-{
-	// Slots from the stop point on are not part of the log, yet a good
-	// segment there keeps an id that the next segments reuse and follow: a
-	// later replay would walk from the new segments into it and put its
-	// older data over theirs (upstream's target does). So their headers go,
-	// as the target's own replay zeroes them. The order makes every power
-	// cut leave a disk that replays the same: first the slots beyond the
-	// stop (the walk stops before them anyway), then the stop slot itself
-	// (while it stands the walk stops there; zeroed earlier, the walk would
-	// skip it and run on into the old segments), then the record; each
-	// durable before the next.
-	std::uint64_t zeroed = 0;
-	if (scan.stop_slot) {
-		const std::uint64_t nr = scan.slots.size();
-		const std::uint64_t oldest = wb_oldest_slot(scan.max_id, nr);
-		AlignedBuffer zeros(block_size);
-		std::ranges::fill(zeros.span(), std::byte{0});
-		auto zero_header = [&](std::uint64_t slot) {
-			cache.write_exact(scan.geometry.slot_offset(slot), zeros.span());
-			++zeroed;
-		};
-		bool after_stop = false;
-		for (std::uint64_t step = 0; step < nr; ++step) {
-			const std::uint64_t slot = wb_ring_slot(oldest, step, nr);
-			if (after_stop && scan.slots[slot].state != SlotState::empty)
-				zero_header(slot);
-			after_stop |= slot == *scan.stop_slot;
-		}
-		cache.flush_or_throw();
-		zero_header(*scan.stop_slot);
-		cache.flush_or_throw();
-	}
-	AlignedBuffer sector(sector_size);
-	write_superblock_record(sector.span(), scan.last_flushed_id);
-	cache.write_exact(WB_SB_RECORD_OFFSET, sector.span());
-	cache.flush_or_throw();
-	return zeroed;
-}
-
-std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)
-{
-	const LogScan& scan = plan.scan();
-	const std::vector<std::uint32_t> log_position = scan.log_positions();
-
-	std::vector<SegmentUse> uses;
-	if (scan.slots.empty())
-		return uses;
-	// Ring order from the oldest, as the replay walks.
-	const std::uint64_t nr = scan.slots.size();
-	const std::uint64_t oldest = wb_oldest_slot(scan.max_id, nr);
-	bool after_stop = false;
-	for (std::uint64_t step = 0; step < nr; ++step) {
-		const std::uint64_t slot = wb_ring_slot(oldest, step, nr);
-		const SlotInfo& info = scan.slots[slot];
-		if (info.state == SlotState::empty)
-			continue;
-		SegmentUse use{
-			.slot = slot, .id = info.id, .state = info.state, .in_kernel_log = info.in_log, .used = info.in_log};
-		const bool at_stop = scan.stop_slot && *scan.stop_slot == slot;
-		after_stop |= at_stop;
-		if (info.in_log) {
-			const std::uint32_t pos = log_position[slot];
-			use.sectors_replayed = plan.sectors_per_segment()[pos];
-			if (scan.log[pos].written_back)
-				use.reason = SegmentReason::already_written_back;
-			else if (use.sectors_replayed > 0)
-				use.reason = SegmentReason::replayed;
-			else
-				use.reason = SegmentReason::superseded;
-		} else if (after_stop && !at_stop) {
-			use.reason = SegmentReason::after_stop_point;
-			use.data_left_behind = info.state == SlotState::valid || info.state == SlotState::unverified;
-		} else {
-			const bool newest = info.id == scan.max_id;
-			use.reason = left_out_reason(info.state, newest);
-			// A torn newest segment held no acknowledged write: nothing of it is missed.
-			use.data_left_behind = at_stop && (!newest || info.state != SlotState::checksum_mismatch);
-		}
-		uses.push_back(use);
-	}
-	return uses;
-}
-
-std::vector<std::string> replay_shortfalls(const ReplayPlan& plan)
-{
-	std::vector<std::string> out;
-	const LogScan& scan = plan.scan();
-	if (scan.stop_slot) {
-		const SlotInfo& info = scan.slots[*scan.stop_slot];
-		const bool torn = info.id == scan.max_id && info.state == SlotState::checksum_mismatch;
-		if (!torn)
-			out.push_back(fmt::format("the log stops at slot {} (segment {}, {}): that segment is not replayed",
-						  *scan.stop_slot, info.id, slot_state_name(info.state)));
-	}
-	if (scan.discarded_segments > 0)
-		out.push_back(fmt::format("{} valid segment(s) after the stop point are not replayed (wbrecover --salvage "
-					  "can take them)",
-					  scan.discarded_segments));
-	if (scan.sb_record != 0 && scan.sb_record > scan.max_id) {
-		// The kernel's rule takes the record as is: everything up to it counts as written back.
-		const std::uint64_t inferred = wb_previous_lap_id(scan.last_flushed_id, scan.geometry.nr_segments);
-		if (scan.last_flushed_id > inferred)
-			out.push_back(fmt::format("the superblock record ({}) is past the newest segment id ({}) "
-						  "(sb-record-out-of-range): as the kernel does, segments {}..{} are taken as "
-						  "written back and not replayed (wbrecover --salvage replays them)",
-						  scan.sb_record, scan.max_id, std::max(inferred + 1, scan.oldest_id()),
-						  scan.last_flushed_id));
-	}
-	const ReplaySummary& s = plan.summary();
-	if (s.skipped_sectors > 0)
-		out.push_back(fmt::format("{} dirty sector(s) lie past the end of the backing device (first: sector {}) "
-					  "and are not replayed",
-					  s.skipped_sectors, *s.first_skipped_sector));
-	return out;
 }
 
 } // namespace wbkit
