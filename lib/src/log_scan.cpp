@@ -17,55 +17,6 @@
 
 namespace wbkit {
 
-std::string_view slot_state_name(SlotState state)
-{
-	switch (state) {
-	case SlotState::empty:
-		return "empty";
-	case SlotState::valid:
-		return "valid";
-	case SlotState::unverified:
-		return "unverified";
-	case SlotState::checksum_mismatch:
-		return "checksum-mismatch";
-	case SlotState::legacy_checksum:
-		return "legacy-checksum";
-	case SlotState::length_too_large:
-		return "length-too-large";
-	case SlotState::header_unreadable:
-		return "header-unreadable";
-	case SlotState::data_unreadable:
-		return "data-unreadable";
-	}
-	return "unknown";
-}
-
-SlotState checksum_state(std::uint32_t stored, std::uint32_t computed)
-{
-	if (stored == computed)
-		return SlotState::valid;
-	if (stored == ~computed)
-		return SlotState::legacy_checksum;
-	return SlotState::checksum_mismatch;
-}
-
-std::string_view stop_reason_name(StopReason reason)
-{
-	switch (reason) {
-	case StopReason::end_of_ring:
-		return "end-of-ring";
-	case StopReason::empty_log:
-		return "empty-log";
-	case StopReason::checksum_mismatch:
-		return "checksum-mismatch";
-	case StopReason::unreadable:
-		return "unreadable";
-	case StopReason::not_verified:
-		return "not-verified";
-	}
-	return "unknown";
-}
-
 namespace {
 
 using detail::MappedAllocator;
@@ -286,7 +237,7 @@ private:
 			return;
 		std::lock_guard lock(progress_lock_);
 		slots_done_ += slots;
-		options_.progress(slots_done_ * segment_size, scan_.geometry.nr_segments * segment_size);
+		options_.progress("scan", slots_done_ * segment_size, scan_.geometry.nr_segments * segment_size);
 	}
 
 	// Verification reads and checksums every segment: CPU-bound on a cache in
@@ -378,31 +329,22 @@ private:
 				previous_id = info.id;
 			}
 			if (stopped) {
-				if (info.state == SlotState::valid || info.state == SlotState::unverified)
+				if (slot_state_info(info.state).in_log)
 					++scan_.discarded_segments;
 				else
 					report_bad_segment(slot, info, false);
 				continue;
 			}
-			switch (info.state) {
-			case SlotState::valid:
-			case SlotState::unverified:
+			const SlotStateInfo& meaning = slot_state_info(info.state);
+			if (meaning.in_log) {
 				info.in_log = true;
 				scan_.log.push_back(LogSegment{.slot = slot, .id = info.id, .length = info.length});
-				break;
-			case SlotState::header_unreadable:
-			case SlotState::data_unreadable:
-				stopped = true;
-				scan_.stop_reason = StopReason::unreadable;
-				scan_.stop_slot = slot;
-				break;
-			default:
-				stopped = true;
-				scan_.stop_reason = StopReason::checksum_mismatch;
-				scan_.stop_slot = slot;
-				report_bad_segment(slot, info, info.id == scan_.max_id);
-				break;
+				continue;
 			}
+			stopped = true;
+			scan_.stop_reason = meaning.stop;
+			scan_.stop_slot = slot;
+			report_bad_segment(slot, info, info.id == scan_.max_id);
 		}
 		if (!stopped)
 			scan_.stop_reason = scan_.verified ? StopReason::end_of_ring : StopReason::not_verified;
@@ -412,23 +354,19 @@ private:
 					scan_.discarded_segments, *scan_.stop_slot));
 	}
 
+	// The walk finds the checksum states; the others were reported when the slot was read.
 	void report_bad_segment(std::uint64_t slot, const SlotInfo& info, bool newest)
 	{
-		Place at{.slot = slot, .segment_id = info.id};
-		if (info.state == SlotState::checksum_mismatch) {
-			if (newest)
-				add(FindingCode::torn_newest_segment, at,
-				    fmt::format("stored checksum 0x{:08x}, computed 0x{:08x}", info.stored_checksum,
-						info.computed_checksum));
-			else
-				add(FindingCode::checksum_mismatch, at,
-				    fmt::format("stored checksum 0x{:08x}, computed 0x{:08x}", info.stored_checksum,
-						info.computed_checksum));
-		} else if (info.state == SlotState::legacy_checksum) {
-			add(FindingCode::checksum_legacy_inverted, at,
-			    fmt::format("stored checksum 0x{:08x} is the bitwise NOT of 0x{:08x}; not accepted as valid",
-					info.stored_checksum, info.computed_checksum));
-		}
+		const bool legacy = info.state == SlotState::legacy_checksum;
+		if (info.state != SlotState::checksum_mismatch && !legacy)
+			return;
+		const FindingCode code =
+			newest && !legacy ? FindingCode::torn_newest_segment : slot_state_info(info.state).finding;
+		const std::string_view form = legacy
+						      ? "stored checksum 0x{:08x} is the bitwise NOT of 0x{:08x}; not accepted as valid"
+						      : "stored checksum 0x{:08x}, computed 0x{:08x}";
+		add(code, {.slot = slot, .segment_id = info.id},
+		    fmt::format(fmt::runtime(form), info.stored_checksum, info.computed_checksum));
 	}
 
 	void check_id_sequence(std::uint64_t slot, std::uint64_t previous_id, std::uint64_t id)

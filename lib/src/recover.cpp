@@ -1,6 +1,7 @@
 #include "wbkit/recover.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -14,17 +15,11 @@ namespace wbkit {
 
 std::string_view loss_reason_name(LossReason reason)
 {
-	switch (reason) {
-	case LossReason::backing_unreadable:
-		return "backing-unreadable";
-	case LossReason::cache_copy_unreadable:
-		return "cache-copy-unreadable";
-	case LossReason::write_failed:
-		return "write-failed";
-	case LossReason::beyond_backing:
-		return "beyond-backing";
-	}
-	return "unknown";
+	// In the enumerators' order. Names are stable: scripts match on them.
+	constexpr std::array<std::string_view, 4> names{"backing-unreadable", "cache-copy-unreadable", "write-failed",
+							"beyond-backing"};
+	const auto i = std::size_t(reason);
+	return i < names.size() ? names[i] : "unknown";
 }
 
 std::uint64_t RecoveryReport::lost_sectors() const
@@ -117,11 +112,8 @@ public:
 					.output_bytes = output_->size_bytes()},
 				       false, report_.overridden);
 		}
-		ScanOptions scan_options{.verify_checksums = true, .backing_bytes = backing_.size_bytes()};
-		if (options_.progress)
-			scan_options.progress = [this](std::uint64_t done, std::uint64_t total) {
-				options_.progress("scan", ReplayProgress{.bytes_done = done, .bytes_total = total});
-			};
+		const ScanOptions scan_options{
+			.verify_checksums = true, .backing_bytes = backing_.size_bytes(), .progress = options_.progress};
 		kernel_ = std::make_shared<LogScan>(scan_log(reader_, scan_options));
 		check_safety();
 		diagnose();
@@ -452,7 +444,7 @@ private:
 				});
 			report_.backing.bytes_checked = offset + part.size();
 			if (options_.progress)
-				options_.progress(phase, ReplayProgress{.bytes_done = offset + part.size(), .bytes_total = size});
+				options_.progress(phase, offset + part.size(), size);
 		}
 		for (const auto& [first, count] : output_failed_.list())
 			report_.lost.push_back(LostRange{.sector = first, .sectors = count, .reason = LossReason::write_failed});
@@ -494,8 +486,7 @@ private:
 				v.sectors_replayed = plan.sectors_per_segment()[position[v.slot]];
 		ExecuteOptions exec;
 		exec.retries = options_.retries;
-		if (options_.progress)
-			exec.progress = [&](const ReplayProgress& p) { options_.progress("replay", p); };
+		exec.progress = options_.progress;
 		exec.on_failure = [&](std::uint64_t sector, std::uint64_t sectors, ReplayFailure kind) {
 			failed_.add(sector, sectors);
 			report_.lost.push_back(LostRange{.sector = sector,

@@ -157,7 +157,7 @@ public:
 			++result_.extents_written;
 			done_ += current->extent.bytes();
 			if (options_.progress)
-				options_.progress(ReplayProgress{.bytes_done = done_, .bytes_total = total});
+				options_.progress("replay", done_, total);
 			if (reading)
 				read_ahead.wait(); // rethrows a read error of the reader thread
 			current = ahead;

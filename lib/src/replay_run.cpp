@@ -43,11 +43,7 @@ public:
 		plan();
 
 		if (!options_.dry_run) {
-			ExecuteOptions exec{.unaligned_destination = options_.unaligned_backing};
-			if (options_.progress)
-				exec.progress = [this](const ReplayProgress& p) {
-					options_.progress("replay", p.bytes_done, p.bytes_total);
-				};
+			ExecuteOptions exec{.progress = options_.progress, .unaligned_destination = options_.unaligned_backing};
 			if (verifier)
 				exec.may_write = write_when_verified(*verifier);
 			run_.result = execute_replay(*run_.plan, cache_, backing_, exec);
@@ -82,9 +78,11 @@ private:
 	void scan(bool verify, std::string_view phase)
 	{
 		scan_.reset();
-		ScanOptions scan_options{.verify_checksums = verify, .backing_bytes = backing_.size_bytes()};
-		if (options_.progress)
-			scan_options.progress = [this, phase](std::uint64_t done, std::uint64_t total) {
+		ScanOptions scan_options{
+			.verify_checksums = verify, .backing_bytes = backing_.size_bytes(), .progress = options_.progress};
+		// The scan reports phase "scan"; a rescan has a phase of its own.
+		if (options_.progress && phase != "scan")
+			scan_options.progress = [this, phase](std::string_view, std::uint64_t done, std::uint64_t total) {
 				options_.progress(phase, done, total);
 			};
 		const auto start = std::chrono::steady_clock::now();

@@ -394,16 +394,18 @@ TEST(ReplayExecute, ProgressReachesTheTotal)
 	const LogScan scan = scan_log(*s.cache);
 	const ReplayPlan plan = replay_plan(scan);
 	std::uint64_t calls = 0;
-	ReplayProgress last;
-	auto on_progress = [&](const ReplayProgress& p) {
-		EXPECT_GE(p.bytes_done, last.bytes_done);
-		last = p;
+	std::uint64_t last_done = 0, last_total = 0;
+	auto on_progress = [&](std::string_view phase, std::uint64_t done, std::uint64_t total) {
+		EXPECT_EQ(phase, "replay");
+		EXPECT_GE(done, last_done);
+		last_done = done;
+		last_total = total;
 		++calls;
 	};
 	execute_replay(plan, *s.cache, *s.backing, {.progress = on_progress});
 	EXPECT_EQ(calls, plan.summary().extents);
-	EXPECT_EQ(last.bytes_done, 20u * 4096);
-	EXPECT_EQ(last.bytes_total, 20u * 4096);
+	EXPECT_EQ(last_done, 20u * 4096);
+	EXPECT_EQ(last_total, 20u * 4096);
 }
 
 TEST(ReplayMarkClean, RecordMakesTheNextScanClean)
@@ -649,6 +651,30 @@ TEST(SegmentReasons, EveryReasonHasOneUniqueDocumentedName)
 			<< "docs/recovery.md does not name " << info.name;
 	}
 	EXPECT_EQ(all_segment_reasons().size(), std::size_t(SegmentReason::slot_mismatch) + 1);
+}
+
+TEST(SlotStates, TablesAreInEnumeratorOrderAndAgreeOnSharedNames)
+{
+	for (std::size_t i = 0; i < all_slot_states().size(); ++i)
+		EXPECT_EQ(std::size_t(all_slot_states()[i].state), i);
+	EXPECT_EQ(all_slot_states().size(), std::size_t(SlotState::data_unreadable) + 1);
+	for (std::size_t i = 0; i < all_stop_reasons().size(); ++i)
+		EXPECT_EQ(std::size_t(all_stop_reasons()[i].reason), i);
+	EXPECT_EQ(all_stop_reasons().size(), std::size_t(StopReason::not_verified) + 1);
+	for (std::size_t i = 0; i < all_segment_reasons().size(); ++i)
+		EXPECT_EQ(std::size_t(all_segment_reasons()[i].reason), i);
+	// A state that is a finding has the finding's name, and stops the walk for a reason of the same kind.
+	for (const SlotStateInfo& info : all_slot_states()) {
+		if (info.has_finding && info.state != SlotState::legacy_checksum) {
+			EXPECT_EQ(finding_info(info.finding).name, info.name);
+		}
+		if (!info.in_log && info.state != SlotState::empty) {
+			EXPECT_NE(info.stop, StopReason::end_of_ring) << info.name;
+		}
+	}
+	EXPECT_EQ(slot_state_name(SlotState::checksum_mismatch), stop_reason_name(StopReason::checksum_mismatch));
+	EXPECT_EQ(slot_state_name(SlotState::checksum_mismatch), segment_reason_name(SegmentReason::checksum_mismatch));
+	EXPECT_EQ(slot_state_name(SlotState::header_unreadable), segment_reason_name(SegmentReason::header_unreadable));
 }
 
 TEST(SegmentReasons, LeftOutSegmentsAreExplainedByTheirSlotState)

@@ -56,7 +56,7 @@ int run(const Options& o)
 	ScanOptions scan_options{.verify_checksums = !o.no_verify};
 	if (!o.backing.empty())
 		scan_options.backing_bytes = open_device(o.backing)->size_bytes();
-	scan_options.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update("scan", done, total); };
+	scan_options.progress = progress.sink();
 	const LogScan scan = scan_log(*cache, scan_options);
 
 	DumpReport report{.scan = scan, .cache_path = o.cache};

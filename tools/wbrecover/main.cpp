@@ -132,9 +132,7 @@ int run(const Options& o)
 	ProgressReporter progress("wbrecover", o.quiet);
 	progress.set_machine_fd(o.progress_fd);
 	RecoverOptions options{.salvage = o.salvage, .force = o.force, .dry_run = o.dry_run, .output_path = o.output};
-	options.progress = [&](std::string_view phase, const ReplayProgress& p) {
-		progress.update(phase, p.bytes_done, p.bytes_total);
-	};
+	options.progress = progress.sink();
 	RecoveryReport report;
 	try {
 		report = recover(*cache, *backing, output.get(), options);

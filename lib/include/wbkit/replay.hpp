@@ -16,6 +16,7 @@
 
 #include "wbkit/device.hpp"
 #include "wbkit/log_scan.hpp"
+#include "wbkit/progress.hpp"
 #include "wbkit/segment_use.hpp"
 
 namespace wbkit {
@@ -106,18 +107,14 @@ ReplayPlan replay_plan(std::shared_ptr<const LogScan> scan, const ReplayOptions&
 // Does not own the scan: it must outlive the plan.
 ReplayPlan replay_plan(const LogScan& scan, const ReplayOptions& options = {});
 
-struct ReplayProgress {
-	std::uint64_t bytes_done = 0;
-	std::uint64_t bytes_total = 0;
-};
-
 enum class ReplayFailure {
 	cache_unreadable, // the cache copy of these sectors could not be read
 	write_failed,     // the destination refused the write
 };
 
 struct ExecuteOptions {
-	std::function<void(const ReplayProgress&)> progress{};
+	// Phase "replay": after each extent, the bytes written and the plan's total.
+	ProgressSink progress{};
 	// A buffered handle on the destination for extents that O_DIRECT cannot
 	// take (not 4 KiB aligned). Without it such extents are read-modify-written.
 	Device* unaligned_destination = nullptr;
