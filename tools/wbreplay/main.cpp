@@ -55,10 +55,9 @@ struct Options {
 	std::string backing;
 	bool dry_run = false;
 	bool json = false;
-	bool quiet = false;
+	wbkit::ProgressOptions progress{};
 	bool mark_clean = false;
 	bool force = false;
-	int progress_fd = -1;
 };
 
 int run(const Options& o)
@@ -78,8 +77,7 @@ int run(const Options& o)
 	if (!o.dry_run && backing->required_alignment() > 1)
 		buffered = open_device(o.backing, {.writable = true});
 
-	ProgressReporter progress("wbreplay", o.quiet);
-	progress.set_machine_fd(o.progress_fd);
+	ProgressReporter progress("wbreplay", o.progress);
 	const ReplayRunResult report = replay_run(*cache, *backing,
 						  {.dry_run = o.dry_run,
 						   .mark_clean = o.mark_clean,
@@ -107,11 +105,9 @@ int main(int argc, char** argv)
 	app.add_option("--backing", o.backing, "backing device or image file to write the dirty data to")->required();
 	app.add_flag("--dry-run", o.dry_run, "print the plan (segments, dirty blocks and sectors, bytes, extents); write nothing");
 	app.add_flag("--json", o.json, "print the report as one JSON document");
-	app.add_flag("-q,--quiet", o.quiet, "no progress output");
 	app.add_flag("--mark-clean", o.mark_clean,
 		     "after the backing device is flushed, set the superblock record so the target does not replay again");
 	app.add_flag("--force", o.force, "override the checks that allow it (missing magic, blocks past the backing end)");
-	app.add_option("--progress-fd", o.progress_fd, "write `phase done total` progress lines to file descriptor N")
-		->check(CLI::NonNegativeNumber);
+	wbkit::add_progress_options(app, o.progress);
 	return wbkit::run_tool("wbreplay", app, argc, argv, [&] { return run(o); });
 }
