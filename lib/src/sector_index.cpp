@@ -42,6 +42,22 @@ void unmap_bytes(std::byte* data, std::size_t bytes) noexcept
 		::munmap(data, bytes);
 }
 
+std::byte* map_pages(std::size_t bytes)
+{
+	if (bytes == 0)
+		return nullptr;
+	void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		throw std::bad_alloc();
+	return static_cast<std::byte*>(p);
+}
+
+void unmap_pages(std::byte* data, std::size_t bytes) noexcept
+{
+	if (data)
+		::munmap(data, bytes);
+}
+
 } // namespace detail
 
 using detail::map_bytes;

@@ -30,7 +30,15 @@ std::byte* map_bytes(std::size_t bytes);
 // Frees with the size map_bytes was given.
 void unmap_bytes(std::byte* data, std::size_t bytes) noexcept;
 
-// Metablock entries gathered per batch of slots.
+// Always an anonymous mapping, whatever the size: see MappedAllocator.
+std::byte* map_pages(std::size_t bytes);
+void unmap_pages(std::byte* data, std::size_t bytes) noexcept;
+
+// Metablock entries gathered per batch of slots. Always mappings: every batch
+// of a scan is held until the last one is read, then copied into one region
+// and freed. Batches from malloc (113 KiB each when verifying) stayed in its
+// heap once freed, so the scan's memory held every entry twice, 28 bytes a
+// metablock; unmapped, each batch's pages go back as it is copied.
 template <typename T>
 struct MappedAllocator {
 	using value_type = T;
@@ -39,8 +47,8 @@ struct MappedAllocator {
 	MappedAllocator(const MappedAllocator<U>&) noexcept
 	{
 	}
-	T* allocate(std::size_t n) { return reinterpret_cast<T*>(map_bytes(n * sizeof(T))); }
-	void deallocate(T* p, std::size_t n) noexcept { unmap_bytes(reinterpret_cast<std::byte*>(p), n * sizeof(T)); }
+	T* allocate(std::size_t n) { return reinterpret_cast<T*>(map_pages(n * sizeof(T))); }
+	void deallocate(T* p, std::size_t n) noexcept { unmap_pages(reinterpret_cast<std::byte*>(p), n * sizeof(T)); }
 	template <typename U>
 	bool operator==(const MappedAllocator<U>&) const noexcept
 	{
