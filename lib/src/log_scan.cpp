@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "sector_index_builder.hpp"
+#include "segment_read.hpp"
 #include "wbkit/crc32c.hpp"
 #include "wbkit/errors.hpp"
 
@@ -136,7 +137,9 @@ private:
 	{
 		// Not zeroed: a header is parsed, and a segment checksummed, only
 		// after the read of those very bytes succeeded.
-		AlignedBuffer buffer(options_.verify_checksums ? segment_size : block_size, AlignedBuffer::uninitialised);
+		AlignedBuffer buffer(block_size + (options_.verify_checksums ? detail::segment_piece_bytes : 0),
+				     AlignedBuffer::uninitialised);
+		Crc32c crc;
 		// A header block wholly inside a hole of a sparse image reads as
 		// zeros, id 0: an empty slot. Such slots are taken as read.
 		// slot_done() in the increment: it runs after every `continue` too.
@@ -178,15 +181,16 @@ private:
 				info.state = SlotState::unverified;
 				continue;
 			}
-			auto data_blocks = buffer.span().subspan(block_size, block_size * h.length);
-			if (int err = cache_.read_at(offset + block_size, data_blocks)) {
+			const detail::SegmentChecksum sum = detail::read_segment_checksum(
+				cache_, offset, header_block, h.length, buffer.span().subspan(block_size), crc);
+			if (sum.error) {
 				info.state = SlotState::data_unreadable;
 				note(out, FindingCode::data_unreadable,
 				     {.slot = slot, .segment_id = h.id, .cache_offset = offset + block_size},
-				     fmt::format("reading {} data blocks failed: {}", h.length, std::strerror(err)));
+				     fmt::format("reading {} data blocks failed: {}", h.length, std::strerror(sum.error)));
 				continue;
 			}
-			info.computed_checksum = segment_checksum(buffer.span(), h.length);
+			info.computed_checksum = sum.computed;
 			info.state = checksum_state(h.checksum, info.computed_checksum);
 		}
 	}

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "segment_read.hpp"
 #include "wbkit/crc32c.hpp"
 #include "wbkit/errors.hpp"
 
@@ -33,20 +34,23 @@ struct LogVerifier::State {
 	// Valid, as the verifying scan would find it: one read of the header
 	// and the written data blocks (a read error is a failure as much as a
 	// checksum that does not match), and a header unchanged since the scan.
-	bool verify_slot(std::uint64_t slot, AlignedBuffer& buffer) const
+	bool verify_slot(std::uint64_t slot, AlignedBuffer& buffer, Crc32c& crc) const
 	{
 		const SlotInfo& info = headers.slots[slot];
 		if (info.state == SlotState::empty)
 			return true;
 		if (info.state != SlotState::unverified || info.length > blocks_per_segment)
 			return false;
-		auto segment = buffer.span().first(block_size * (1 + std::size_t(info.length)));
-		if (cache.read_at(headers.geometry.slot_offset(slot), segment) != 0)
+		const std::uint64_t offset = headers.geometry.slot_offset(slot);
+		auto header_block = buffer.span().first(block_size);
+		if (cache.read_at(offset, header_block) != 0)
 			return false;
-		const SegmentHeader h = parse_segment_header(segment.first(block_size));
+		const SegmentHeader h = parse_segment_header(header_block);
 		if (h.id != info.id || h.length != info.length || h.checksum != info.stored_checksum)
 			return false;
-		return checksum_state(h.checksum, segment_checksum(segment, h.length)) == SlotState::valid;
+		const detail::SegmentChecksum sum =
+			detail::read_segment_checksum(cache, offset, header_block, h.length, buffer.span().subspan(block_size), crc);
+		return sum.error == 0 && checksum_state(h.checksum, sum.computed) == SlotState::valid;
 	}
 
 	// Ring steps from the oldest on that verified valid; under the mutex.
@@ -63,7 +67,8 @@ struct LogVerifier::State {
 		// A chunk that throws is neither done nor failed: whoever waits for
 		// it is told no once every thread has stopped.
 		try {
-			AlignedBuffer buffer(segment_size);
+			AlignedBuffer buffer(block_size + detail::segment_piece_bytes);
+			Crc32c crc;
 			for (;;) {
 				// Chunks are taken in order: when one fails, every chunk before it was taken and is finished.
 				const std::uint64_t chunk = next_chunk.fetch_add(1);
@@ -72,7 +77,7 @@ struct LogVerifier::State {
 				const std::uint64_t end = std::min(nr, (chunk + 1) * chunk_steps);
 				std::uint64_t bad_step = ~0ULL;
 				for (std::uint64_t step = chunk * chunk_steps; step < end; ++step)
-					if (!verify_slot(wb_ring_slot(oldest, step, nr), buffer)) {
+					if (!verify_slot(wb_ring_slot(oldest, step, nr), buffer, crc)) {
 						bad_step = step;
 						break;
 					}
