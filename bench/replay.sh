@@ -7,10 +7,12 @@
 #    verification included: it runs beside the writes) has the goal >= 0.9
 #    of dd; plus write requests against dirty blocks. The load average is
 #    printed with each ratio.
-# 2. Scale: a sparse cache of >= 10 million metablocks; seconds and peak RSS
-#    of scan + plan, and bytes per metablock (goal <= 16); wbreplay --dry-run
-#    and wbdump on it (goal: that plus a constant).
-# Usage: bench/replay.sh BUILD_DIR [WORK_DIR]   (WBKIT_BENCH_DENSE_MIB, WBKIT_BENCH_METABLOCKS)
+# 2. Scale: sparse caches of 1, 4 and 8 million metablocks (headers only);
+#    seconds and peak RSS of scan + plan (replay_synth scan) and of wbreplay
+#    --dry-run on each, and the slope of peak RSS per added metablock
+#    (least squares; goal <= 16 bytes for both).
+# Usage: bench/replay.sh BUILD_DIR [WORK_DIR]   (WBKIT_BENCH_DENSE_MIB, WBKIT_BENCH_METABLOCKS="N ...",
+#        WBKIT_BENCH_SKIP_DENSE=1 for the scale part alone)
 set -euo pipefail
 build=$(realpath "${1:?usage: $0 BUILD_DIR [WORK_DIR]}")
 work=${2:-$(mktemp -d /var/tmp/wbkit-replay-bench.XXXXXX)}
@@ -18,8 +20,10 @@ trap 'rm -rf "$work"' EXIT
 synth="$build/bench/replay_synth"
 wbreplay="$build/tools/wbreplay/wbreplay"
 dense_mib=${WBKIT_BENCH_DENSE_MIB:-1024}
-metablocks=${WBKIT_BENCH_METABLOCKS:-10000000}
+# The metablock counts of the scale part (peak RSS and its slope).
+scale_points=${WBKIT_BENCH_METABLOCKS:-1000000 4000000 8000000}
 
+if [ "${WBKIT_BENCH_SKIP_DENSE:-0}" != 1 ]; then
 echo "making a cache with $dense_mib MiB of sequential dirty blocks..."
 "$synth" dense "$work/dense.img" "$work/dense-backing.img" "$dense_mib"
 
@@ -67,22 +71,19 @@ print(f"merging: {report['written']['write_requests']} write requests for "
       f"{report['plan']['max_extent_bytes'] >> 20} MiB)")
 PY
 rm -f "$work/dense.img" "$work/dense-backing.img" "$work/dd.img"
+fi
 
-echo "making a sparse cache with $metablocks metablocks (headers only)..."
-"$synth" sparse "$work/sparse.img" "$work/sparse-backing.img" "$metablocks"
-/usr/bin/python3 - "$synth" "$wbreplay" "$build/tools/wbdump/wbdump" "$work" <<'PY'
+# Scale: memory must grow by at most 16 bytes per metablock (scan + plan).
+# The slope of peak RSS over the metablock counts is what is measured: the
+# constant part (the binary, the libraries, buffers) does not grow with the log.
+/usr/bin/python3 - "$synth" "$wbreplay" "$build/tools/wbdump/wbdump" "$work" $scale_points <<'PY'
 import resource, subprocess, sys, time
 
 synth, wbreplay, wbdump, work = sys.argv[1:5]
+points = [int(n) for n in sys.argv[5:]]
 cache, backing = f"{work}/sparse.img", f"{work}/sparse-backing.img"
-line = subprocess.run([synth, "scan", cache, backing], capture_output=True, text=True, check=True).stdout.split()
-fields = dict(zip(line[0::2], line[1::2]))
-metablocks = int(fields["metablocks"])
-rss = int(fields["peak_rss_bytes"])
-print(f"scan + plan of {metablocks} metablocks: {float(fields['seconds']):.1f} s, peak RSS {rss / 2**20:.0f} MiB "
-      f"= {rss / metablocks:.1f} bytes per metablock (goal <= 16); index alone "
-      f"{int(fields['index_bytes']) / metablocks:.1f} bytes per metablock; {fields['extents']} extents")
-# ru_maxrss of children is a maximum over all of them: measure each tool in a fresh wrapper.
+
+# ru_maxrss of children is a maximum over all of them: measure each run in a fresh wrapper.
 def tool_run(args):
     code = ("import resource,subprocess,sys,time;t=time.perf_counter();"
             "r=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL);"
@@ -92,10 +93,29 @@ def tool_run(args):
         sys.exit(f"{args[0]} failed with exit code {out[2]}")
     return float(out[0]), int(out[1]) * 1024
 
-load = " ".join(open("/proc/loadavg").read().split()[:3])
-for name, args in (("wbreplay --dry-run", [wbreplay, "--cache", cache, "--backing", backing, "--dry-run", "-q"]),
-                   ("wbdump --backing", [wbdump, cache, "--backing", backing])):
-    elapsed, child = tool_run(args)
-    print(f"{name} on it: {elapsed:.1f} s, peak RSS {child / 2**20:.0f} MiB = {child / metablocks:.1f} bytes per "
-          f"metablock, {(child - rss) / 2**20:+.0f} MiB against scan + plan; load {load}")
+def slope(xs, ys):  # least squares: bytes per added metablock
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+counts, scan_rss, dry_rss, dump_rss = [], [], [], []
+for n in points:
+    subprocess.run([synth, "sparse", cache, backing, str(n)], check=True, stdout=subprocess.DEVNULL)
+    line = subprocess.run([synth, "scan", cache, backing], capture_output=True, text=True, check=True).stdout.split()
+    fields = dict(zip(line[0::2], line[1::2]))
+    metablocks, rss = int(fields["metablocks"]), int(fields["peak_rss_bytes"])
+    elapsed, dry = tool_run([wbreplay, "--cache", cache, "--backing", backing, "--dry-run", "-q"])
+    _, dump = tool_run([wbdump, cache, "--backing", backing])
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    print(f"{metablocks} metablocks: replay_synth scan {float(fields['seconds']):.1f} s, peak RSS {rss / 2**20:.1f} MiB "
+          f"({rss / metablocks:.1f} B/metablock; index alone {int(fields['index_bytes']) / metablocks:.1f}); "
+          f"wbreplay --dry-run {elapsed:.1f} s, peak RSS {dry / 2**20:.1f} MiB; wbdump {dump / 2**20:.1f} MiB; "
+          f"load {load}")
+    counts.append(metablocks)
+    scan_rss.append(rss)
+    dry_rss.append(dry)
+    dump_rss.append(dump)
+if len(counts) > 1:
+    print(f"slope of peak RSS (least squares over {len(counts)} sizes): replay_synth scan "
+          f"{slope(counts, scan_rss):.1f} B/metablock, wbreplay --dry-run {slope(counts, dry_rss):.1f} B/metablock "
+          f"(goal <= 16 for both); wbdump --backing {slope(counts, dump_rss):.1f} B/metablock")
 PY

@@ -59,15 +59,9 @@ const FindingInfo& finding_info(FindingCode code)
 
 std::string_view severity_name(Severity severity)
 {
-	switch (severity) {
-	case info:
-		return "info";
-	case warning:
-		return "warning";
-	case error:
-		return "error";
-	}
-	return "error";
+	constexpr std::array<std::string_view, 3> names{"info", "warning", "error"}; // in the enumerators' order
+	const auto i = std::size_t(severity);
+	return i < names.size() ? names[i] : "error";
 }
 
 std::string_view Finding::name() const { return finding_info(code).name; }

@@ -1,6 +1,7 @@
 #include "wbkit/recover.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -8,22 +9,17 @@
 #include <memory>
 
 #include "wbkit/errors.hpp"
+#include "wbkit/safety.hpp"
 
 namespace wbkit {
 
 std::string_view loss_reason_name(LossReason reason)
 {
-	switch (reason) {
-	case LossReason::backing_unreadable:
-		return "backing-unreadable";
-	case LossReason::cache_copy_unreadable:
-		return "cache-copy-unreadable";
-	case LossReason::write_failed:
-		return "write-failed";
-	case LossReason::beyond_backing:
-		return "beyond-backing";
-	}
-	return "unknown";
+	// In the enumerators' order. Names are stable: scripts match on them.
+	constexpr std::array<std::string_view, 4> names{"backing-unreadable", "cache-copy-unreadable", "write-failed",
+							"beyond-backing"};
+	const auto i = std::size_t(reason);
+	return i < names.size() ? names[i] : "unknown";
 }
 
 std::uint64_t RecoveryReport::lost_sectors() const
@@ -109,16 +105,15 @@ public:
 			check_distinct(*output_, "the output", cache_, "the cache");
 			check_distinct(*output_, "the output", backing_, "the backing device");
 			if (output_->is_block_device() && output_->size_bytes() < backing_.size_bytes())
-				throw RefusedError(fmt::format("the output {} ({} bytes) is smaller than the backing device "
-							       "{} ({} bytes)",
-							       output_->path(), output_->size_bytes(), backing_.path(),
-							       backing_.size_bytes()));
+				refuse(Refusal::output_too_small,
+				       {.backing = backing_.path(),
+					.backing_bytes = backing_.size_bytes(),
+					.output = output_->path(),
+					.output_bytes = output_->size_bytes()},
+				       false, report_.overridden);
 		}
-		ScanOptions scan_options{.verify_checksums = true, .backing_bytes = backing_.size_bytes()};
-		if (options_.progress)
-			scan_options.progress = [this](std::uint64_t done, std::uint64_t total) {
-				options_.progress("scan", ReplayProgress{.bytes_done = done, .bytes_total = total});
-			};
+		const ScanOptions scan_options{
+			.verify_checksums = true, .backing_bytes = backing_.size_bytes(), .progress = options_.progress};
 		kernel_ = std::make_shared<LogScan>(scan_log(reader_, scan_options));
 		check_safety();
 		diagnose();
@@ -160,32 +155,15 @@ private:
 				k.sb_record, k.max_id, report_.record_hidden_segments, k.last_flushed_id));
 	}
 
+	// An unreadable superblock is one of the cases this tool is for; a
+	// readable wrong magic is not. Salvage may take any segment, so every
+	// block past the backing device's end counts.
 	void check_safety()
 	{
-		const LogScan& k = *kernel_;
-		if (k.geometry.nr_segments == 0)
-			throw RefusedError(fmt::format("{} is not a writeboost cache: {} bytes is smaller than the "
-						       "superblock and one segment ({} bytes)",
-						       cache_.path(), cache_.size_bytes(), superblock_size + segment_size));
-		// An unreadable superblock is one of the cases this tool is for; a readable wrong magic is not.
-		if (k.superblock_readable && !k.superblock.magic_ok) {
-			std::string what = fmt::format("{} has no writeboost magic (found 0x{:08x}): it is unformatted",
-						       cache_.path(), k.superblock.magic);
-			if (!options_.force)
-				throw RefusedError(what + " (--force reads its log anyway)");
-			report_.overridden.push_back(what);
-		}
-		std::uint64_t beyond = 0;
-		for (const Finding& f : k.findings)
-			beyond += f.code == FindingCode::metablock_sector_beyond_backing;
-		if (beyond > 0) {
-			std::string what = fmt::format("{} metablock(s) name blocks past the end of the backing device {} "
-						       "({} bytes)",
-						       beyond, backing_.path(), backing_.size_bytes());
-			if (!options_.force)
-				throw RefusedError(what + " (wrong backing device? --force recovers the rest)");
-			report_.overridden.push_back(what + "; their sectors are reported lost");
-		}
+		report_.overridden = check_cache_safety(cache_, backing_, *kernel_,
+							{.force = options_.force,
+							 .superblock_must_be_readable = false,
+							 .beyond_backing_in_log_only = false});
 	}
 
 	void diagnose()
@@ -466,7 +444,7 @@ private:
 				});
 			report_.backing.bytes_checked = offset + part.size();
 			if (options_.progress)
-				options_.progress(phase, ReplayProgress{.bytes_done = offset + part.size(), .bytes_total = size});
+				options_.progress(phase, offset + part.size(), size);
 		}
 		for (const auto& [first, count] : output_failed_.list())
 			report_.lost.push_back(LostRange{.sector = first, .sectors = count, .reason = LossReason::write_failed});
@@ -508,8 +486,7 @@ private:
 				v.sectors_replayed = plan.sectors_per_segment()[position[v.slot]];
 		ExecuteOptions exec;
 		exec.retries = options_.retries;
-		if (options_.progress)
-			exec.progress = [&](const ReplayProgress& p) { options_.progress("replay", p); };
+		exec.progress = options_.progress;
 		exec.on_failure = [&](std::uint64_t sector, std::uint64_t sectors, ReplayFailure kind) {
 			failed_.add(sector, sectors);
 			report_.lost.push_back(LostRange{.sector = sector,

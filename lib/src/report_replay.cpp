@@ -24,8 +24,9 @@ nlohmann::json segment_use_json(const SegmentUse& use)
 }
 
 // Everything but the per-slot list, which grows with the cache.
-nlohmann::json replay_report_head(const ReplayPlan& plan, const ReplayRun& run)
+nlohmann::json replay_report_head(const ReplayRunResult& run)
 {
+	const ReplayPlan& plan = *run.plan;
 	const LogScan& scan = plan.scan();
 	const ReplaySummary& s = plan.summary();
 	nlohmann::json doc = {
@@ -66,26 +67,27 @@ nlohmann::json replay_report_head(const ReplayPlan& plan, const ReplayRun& run)
 
 } // namespace
 
-std::string replay_report_json(const ReplayPlan& plan, const ReplayRun& run, int indent)
+std::string replay_report_json(const ReplayRunResult& run, int indent)
 {
-	nlohmann::json doc = replay_report_head(plan, run);
+	nlohmann::json doc = replay_report_head(run);
 	nlohmann::json& segments = doc["segments"] = nlohmann::json::array();
-	for (const SegmentUse& use : segment_uses(plan))
+	for (const SegmentUse& use : segment_uses(*run.plan))
 		segments.push_back(segment_use_json(use));
 	return doc.dump(indent);
 }
 
-void write_replay_report_json(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run)
+void write_replay_report_json(std::ostream& out, const ReplayRunResult& run)
 {
 	const StreamedArray arrays[] = {{"segments", [&](const JsonSink& sink) {
-						 for (const SegmentUse& use : segment_uses(plan))
+						 for (const SegmentUse& use : segment_uses(*run.plan))
 							 sink(segment_use_json(use));
 					 }}};
-	write_json_document(out, replay_report_head(plan, run), arrays);
+	write_json_document(out, replay_report_head(run), arrays);
 }
 
-void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run)
+void print_replay_report(std::ostream& out, const ReplayRunResult& run)
 {
+	const ReplayPlan& plan = *run.plan;
 	const LogScan& scan = plan.scan();
 	const ReplaySummary& s = plan.summary();
 	fmt::print(out, "cache    {} ({})\n", run.cache_path, human_bytes(scan.geometry.cache_bytes));

@@ -118,18 +118,14 @@ void bind_view(py::module_& m, const char* doc)
 void bind_log_scan(py::module_& m)
 {
 	std::vector<std::pair<std::string, py::object>> states;
-	for (int i = 0; slot_state_name(SlotState(i)) != "unknown"; ++i) {
-		std::string name(slot_state_name(SlotState(i)));
-		states.emplace_back(enum_member_name(name), py::str(name));
-	}
+	for (const SlotStateInfo& info : all_slot_states())
+		states.emplace_back(enum_member_name(info.name), py::str(std::string(info.name)));
 	NativeEnum<SlotState>::define(m, "SlotState", "Enum",
 				      "What a scan made of one slot. Values are the names wbdump prints.", states);
 
 	std::vector<std::pair<std::string, py::object>> reasons;
-	for (int i = 0; stop_reason_name(StopReason(i)) != "unknown"; ++i) {
-		std::string name(stop_reason_name(StopReason(i)));
-		reasons.emplace_back(enum_member_name(name), py::str(name));
-	}
+	for (const StopReasonInfo& info : all_stop_reasons())
+		reasons.emplace_back(enum_member_name(info.name), py::str(std::string(info.name)));
 	NativeEnum<StopReason>::define(m, "StopReason", "Enum",
 				       "Why the replay walk ended. Values are the names wbdump --json prints.", reasons);
 

@@ -170,11 +170,12 @@ void bind_replay(py::module_& m)
 		.def(
 			"to_json",
 			[](const Plan& p) {
-				ReplayRun run{.cache_path = p.cache_path,
-					      .backing_path = p.backing_path,
-					      .dry_run = true,
-					      .shortfalls = replay_shortfalls(*p.plan)};
-				return json_to_python(replay_report_json(*p.plan, run));
+				ReplayRunResult run{.cache_path = p.cache_path,
+						    .backing_path = p.backing_path,
+						    .dry_run = true,
+						    .plan = p.plan,
+						    .shortfalls = replay_shortfalls(*p.plan)};
+				return json_to_python(replay_report_json(run));
 			},
 			"The document wbreplay --dry-run --json prints, as a dict.")
 		.def("__repr__", [](const Plan& p) {

@@ -1,7 +1,8 @@
-"""Progress of the scan and the replay: plain lines on stderr when it is not
-a terminal, nothing with -q, and `phase done total` lines for programs on
---progress-fd N."""
+"""Progress of the scan and the replay: nothing on stderr when it is not a
+terminal unless --progress asks for plain lines, nothing with -q, and
+`phase done total` lines for programs on --progress-fd N."""
 import os
+import subprocess
 
 import pytest
 
@@ -48,13 +49,30 @@ def test_progress_fd_gets_phase_done_total_lines(demo, tmp_path, tool):
 
 
 @pytest.mark.parametrize("tool", ["wbdump", "wbreplay", "wbrecover"])
-def test_scan_progress_lines_on_stderr_and_none_with_q(demo, tmp_path, tool):
+def test_scan_progress_lines_on_stderr_with_progress_and_none_with_q(demo, tmp_path, tool):
     args = commands(demo, tmp_path)[tool]
-    loud = run(args)
+    loud = run([*args, "--progress"])
     assert loud.returncode == 0, loud.stderr
     assert f"{tool}: scan: 100.0%" in loud.stderr and "(done)" in loud.stderr
     quiet = run([*args, "-q"])
     assert quiet.returncode == 0 and quiet.stderr == ""
+    both = run([*args, "-q", "--progress"])
+    assert both.returncode == 2 and "excludes" in both.stderr
+
+
+@pytest.mark.parametrize("tool", ["wbdump", "wbreplay", "wbrecover"])
+def test_no_progress_text_when_stderr_is_a_file_unless_asked(demo, tmp_path, tool):
+    # As `wbdump c.img 2>err.txt`: a log or cron mail gets errors, not progress.
+    args = commands(demo, tmp_path)[tool]
+    err = tmp_path / "err.txt"
+    for extra, expect_progress in (([], False), (["--progress"], True)):
+        with open(err, "w") as f:
+            done = subprocess.run([str(a) for a in [*args, *extra]], stdout=subprocess.DEVNULL, stderr=f, timeout=120)
+        assert done.returncode == 0
+        text = err.read_text()
+        assert (f"{tool}: scan:" in text) == expect_progress, text
+        if not expect_progress:
+            assert text == "", text
 
 
 def test_progress_fd_that_is_not_open_is_a_usage_error(demo):

@@ -126,10 +126,12 @@ def test_report_path_that_cannot_be_written_fails_before_any_write(wbsynth, tmp_
 
 def test_progress_lines_and_quiet(wbsynth, tmp_path):
     cache, backing = wbsynth(tmp_path)
-    loud = wbrecover("--cache", cache, "--backing", backing)
+    loud = wbrecover("--cache", cache, "--backing", backing, "--progress")
     assert "wbrecover: reading backing:" in loud.stderr and "(done)" in loud.stderr
     quiet = wbrecover("--cache", cache, "--backing", backing, "-q")
     assert quiet.stderr == ""
+    silent = wbrecover("--cache", cache, "--backing", backing)  # stderr is a pipe, not a terminal
+    assert silent.stderr == ""
 
 
 def test_loop_device_held_open_exclusively_is_refused(wbsynth, tmp_path):

@@ -169,9 +169,11 @@ def test_mark_clean_after_a_torn_newest_segment_zeroes_its_header_only(synth):
     assert text.returncode == OK and "zeroed" not in text.stdout
 
 
-def test_progress_lines_when_stderr_is_not_a_terminal_and_silence_with_q(synth):
+def test_progress_lines_with_progress_and_silence_without_it_or_with_q(synth):
     cache, backing, _ = synth()
-    loud = wbreplay("--cache", cache, "--backing", backing)
+    silent = wbreplay("--cache", cache, "--backing", backing)  # stderr is a pipe, not a terminal
+    assert silent.stderr == ""
+    loud = wbreplay("--cache", cache, "--backing", backing, "--progress")
     assert "wbreplay: replay:" in loud.stderr and "100.0%" in loud.stderr and "(done)" in loud.stderr
     quiet = wbreplay("--cache", cache, "--backing", backing, "-q")
     assert quiet.stderr == ""

@@ -13,6 +13,7 @@
 #include "wbkit/log_scan.hpp"
 #include "wbkit/log_writer.hpp"
 #include "wbkit/replay.hpp"
+#include "wbkit/safety.hpp"
 
 using namespace wbkit;
 using namespace wbkit::testing;
@@ -393,16 +394,18 @@ TEST(ReplayExecute, ProgressReachesTheTotal)
 	const LogScan scan = scan_log(*s.cache);
 	const ReplayPlan plan = replay_plan(scan);
 	std::uint64_t calls = 0;
-	ReplayProgress last;
-	auto on_progress = [&](const ReplayProgress& p) {
-		EXPECT_GE(p.bytes_done, last.bytes_done);
-		last = p;
+	std::uint64_t last_done = 0, last_total = 0;
+	auto on_progress = [&](std::string_view phase, std::uint64_t done, std::uint64_t total) {
+		EXPECT_EQ(phase, "replay");
+		EXPECT_GE(done, last_done);
+		last_done = done;
+		last_total = total;
 		++calls;
 	};
 	execute_replay(plan, *s.cache, *s.backing, {.progress = on_progress});
 	EXPECT_EQ(calls, plan.summary().extents);
-	EXPECT_EQ(last.bytes_done, 20u * 4096);
-	EXPECT_EQ(last.bytes_total, 20u * 4096);
+	EXPECT_EQ(last_done, 20u * 4096);
+	EXPECT_EQ(last_total, 20u * 4096);
 }
 
 TEST(ReplayMarkClean, RecordMakesTheNextScanClean)
@@ -614,6 +617,27 @@ TEST(ReplaySafety, Refusals)
 	EXPECT_THROW(check_replay_safety(*tiny, *s.backing, too_small, true), RefusedError);
 }
 
+TEST(ReplaySafety, EveryRefusalHasOneUniqueNameAndItsForceWording)
+{
+	std::set<std::string_view> names;
+	for (const RefusalInfo& info : all_refusals()) {
+		EXPECT_TRUE(names.insert(info.name).second) << info.name;
+		EXPECT_EQ(refusal_info(info.id).name, info.name);
+		// What --force does is said when refused, and only for refusals it overrides.
+		EXPECT_EQ(info.refused.find("--force") != std::string_view::npos, info.force_overrides) << info.name;
+	}
+	EXPECT_EQ(all_refusals().size(), std::size_t(Refusal::output_too_small) + 1);
+	const RefusalContext context{.cache = "c.img", .magic = 0x1234};
+	std::vector<std::string> overridden;
+	EXPECT_THROW(refuse(Refusal::no_magic, context, false, overridden), RefusedError);
+	EXPECT_THROW(refuse(Refusal::cache_too_small, context, true, overridden), RefusedError);
+	EXPECT_TRUE(overridden.empty());
+	refuse(Refusal::no_magic, context, true, overridden);
+	ASSERT_EQ(overridden.size(), 1u);
+	EXPECT_EQ(overridden[0], refusal_text(Refusal::no_magic, context, true));
+	EXPECT_NE(overridden[0].find("c.img has no writeboost magic (found 0x00001234)"), std::string::npos);
+}
+
 TEST(SegmentReasons, EveryReasonHasOneUniqueDocumentedName)
 {
 	std::ifstream doc(std::string(WBKIT_SOURCE_DIR) + "/docs/recovery.md");
@@ -627,6 +651,30 @@ TEST(SegmentReasons, EveryReasonHasOneUniqueDocumentedName)
 			<< "docs/recovery.md does not name " << info.name;
 	}
 	EXPECT_EQ(all_segment_reasons().size(), std::size_t(SegmentReason::slot_mismatch) + 1);
+}
+
+TEST(SlotStates, TablesAreInEnumeratorOrderAndAgreeOnSharedNames)
+{
+	for (std::size_t i = 0; i < all_slot_states().size(); ++i)
+		EXPECT_EQ(std::size_t(all_slot_states()[i].state), i);
+	EXPECT_EQ(all_slot_states().size(), std::size_t(SlotState::data_unreadable) + 1);
+	for (std::size_t i = 0; i < all_stop_reasons().size(); ++i)
+		EXPECT_EQ(std::size_t(all_stop_reasons()[i].reason), i);
+	EXPECT_EQ(all_stop_reasons().size(), std::size_t(StopReason::not_verified) + 1);
+	for (std::size_t i = 0; i < all_segment_reasons().size(); ++i)
+		EXPECT_EQ(std::size_t(all_segment_reasons()[i].reason), i);
+	// A state that is a finding has the finding's name, and stops the walk for a reason of the same kind.
+	for (const SlotStateInfo& info : all_slot_states()) {
+		if (info.has_finding && info.state != SlotState::legacy_checksum) {
+			EXPECT_EQ(finding_info(info.finding).name, info.name);
+		}
+		if (!info.in_log && info.state != SlotState::empty) {
+			EXPECT_NE(info.stop, StopReason::end_of_ring) << info.name;
+		}
+	}
+	EXPECT_EQ(slot_state_name(SlotState::checksum_mismatch), stop_reason_name(StopReason::checksum_mismatch));
+	EXPECT_EQ(slot_state_name(SlotState::checksum_mismatch), segment_reason_name(SegmentReason::checksum_mismatch));
+	EXPECT_EQ(slot_state_name(SlotState::header_unreadable), segment_reason_name(SegmentReason::header_unreadable));
 }
 
 TEST(SegmentReasons, LeftOutSegmentsAreExplainedByTheirSlotState)

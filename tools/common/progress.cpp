@@ -11,10 +11,18 @@
 
 namespace wbkit {
 
-ProgressReporter::ProgressReporter(std::string tool, bool quiet, std::FILE* stream)
-	: tool_(std::move(tool)), stream_(stream),
-	  mode_(quiet ? Mode::none : (::isatty(::fileno(stream)) ? Mode::bar : Mode::lines))
+ProgressReporter::ProgressReporter(std::string tool, bool quiet, bool asked, std::FILE* stream)
+	: tool_(std::move(tool)), stream_(stream), mode_(quiet                        ? Mode::none
+							 : ::isatty(::fileno(stream)) ? Mode::bar
+							 : asked                      ? Mode::lines
+										      : Mode::none)
 {
+}
+
+ProgressReporter::ProgressReporter(std::string tool, const ProgressOptions& options)
+	: ProgressReporter(std::move(tool), options.quiet, options.asked)
+{
+	set_machine_fd(options.machine_fd);
 }
 
 void ProgressReporter::set_machine_fd(int fd)

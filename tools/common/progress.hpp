@@ -1,7 +1,9 @@
-// Progress of long work on stderr, the way every tool shows it: a bar with
-// percentage, bytes, rate and ETA on a terminal, plain lines otherwise (logs,
-// pipes), nothing when quiet. Independently, --progress-fd N gets lines for
-// programs: `phase done total` (bytes; the phase one word), like e2fsck -C.
+// Progress of long work on stderr, the way every tool shows it, as dd and
+// rsync do: a bar with percentage, bytes, rate and ETA when stderr is a
+// terminal; plain lines only when --progress asks for them (logs and cron
+// mail get none otherwise); nothing when quiet. Independently, --progress-fd N
+// gets lines for programs: `phase done total` (bytes; the phase one word),
+// like e2fsck -C.
 #pragma once
 
 #include <chrono>
@@ -10,7 +12,16 @@
 #include <string>
 #include <string_view>
 
+#include "wbkit/progress.hpp"
+
 namespace wbkit {
+
+// The progress options every tool takes (add_progress_options).
+struct ProgressOptions {
+	bool quiet = false;  // -q: nothing on stderr
+	bool asked = false;  // --progress: lines on stderr even when it is not a terminal
+	int machine_fd = -1; // --progress-fd N
+};
 
 class ProgressReporter {
 public:
@@ -18,14 +29,22 @@ public:
 			  bar,
 			  lines };
 
-	// Picks bar or lines from whether `stream` is a terminal.
-	ProgressReporter(std::string tool, bool quiet, std::FILE* stream = stderr);
+	// A bar when `stream` is a terminal; otherwise lines when `asked`
+	// (--progress), else nothing. quiet: nothing.
+	ProgressReporter(std::string tool, bool quiet, bool asked, std::FILE* stream = stderr);
+	// From the options; throws UsageError when --progress-fd names no fd open for writing.
+	ProgressReporter(std::string tool, const ProgressOptions& options);
 
 	Mode mode() const { return mode_; }
 	// Also write `phase done total` lines to fd (not closed here); -1: none.
 	// Throws UsageError when fd is not open for writing.
 	void set_machine_fd(int fd);
 	void update(std::string_view phase, std::uint64_t done, std::uint64_t total);
+	// update() as the engines' progress sink; this reporter must outlive it.
+	ProgressSink sink()
+	{
+		return [this](std::string_view phase, std::uint64_t done, std::uint64_t total) { update(phase, done, total); };
+	}
 	// Prints the final state of the current phase (and ends the bar's line).
 	void finish();
 

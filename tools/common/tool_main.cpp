@@ -10,6 +10,16 @@
 
 namespace wbkit {
 
+void add_progress_options(CLI::App& app, ProgressOptions& options)
+{
+	auto* quiet = app.add_flag("-q,--quiet", options.quiet, "no progress output");
+	app.add_flag("--progress", options.asked,
+		     "progress lines on stderr even when it is not a terminal (on a terminal: a bar, always)")
+		->excludes(quiet);
+	app.add_option("--progress-fd", options.machine_fd, "write `phase done total` progress lines to file descriptor N")
+		->check(CLI::NonNegativeNumber);
+}
+
 const CLI::Validator& unsigned_64()
 {
 	static const CLI::Validator validator(

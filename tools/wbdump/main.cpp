@@ -25,9 +25,10 @@ stop point is then unknown.
 
 wbdump never writes: the cache is opened read-only.
 
-Progress of the scan goes to stderr (a bar on a terminal, plain lines
-otherwise; -q: none); --progress-fd N writes `scan DONE TOTAL` lines (bytes)
-to file descriptor N for programs.
+Progress of the scan goes to stderr as a bar when stderr is a terminal; when
+it is not (a log, cron mail) only --progress prints it, as plain lines; -q:
+none. --progress-fd N writes `scan DONE TOTAL` lines (bytes) to file
+descriptor N for programs.
 
 Exit codes: 0 no damage found, 1 damage found (a finding of severity warning
 or error), 2 usage error, 3 cannot open or read.)";
@@ -38,8 +39,7 @@ struct Options {
 	bool json = false;
 	bool metablocks = false;
 	bool no_verify = false;
-	bool quiet = false;
-	int progress_fd = -1;
+	wbkit::ProgressOptions progress{};
 	std::optional<std::uint64_t> slot;
 	std::optional<std::uint64_t> segment;
 	std::optional<std::uint64_t> block;
@@ -50,13 +50,12 @@ int run(const Options& o)
 	using namespace wbkit;
 	if (o.cache.empty())
 		throw UsageError("the cache is required: wbdump CACHE or wbdump --cache CACHE");
-	ProgressReporter progress("wbdump", o.quiet);
-	progress.set_machine_fd(o.progress_fd);
+	ProgressReporter progress("wbdump", o.progress);
 	auto cache = open_device(o.cache);
 	ScanOptions scan_options{.verify_checksums = !o.no_verify};
 	if (!o.backing.empty())
 		scan_options.backing_bytes = open_device(o.backing)->size_bytes();
-	scan_options.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update("scan", done, total); };
+	scan_options.progress = progress.sink();
 	const LogScan scan = scan_log(*cache, scan_options);
 
 	DumpReport report{.scan = scan, .cache_path = o.cache};
@@ -104,8 +103,6 @@ int main(int argc, char** argv)
 	app.add_option("--block", o.block, "where the newest copy of this backing SECTOR lives, with a hexdump")
 		->check(wbkit::unsigned_64());
 	app.add_flag("--no-verify", o.no_verify, "read segment headers only; do not verify checksums");
-	app.add_flag("-q,--quiet", o.quiet, "no progress output");
-	app.add_option("--progress-fd", o.progress_fd, "write `phase done total` progress lines to file descriptor N")
-		->check(CLI::NonNegativeNumber);
+	wbkit::add_progress_options(app, o.progress);
 	return wbkit::run_tool("wbdump", app, argc, argv, [&] { return run(o); });
 }

@@ -71,9 +71,8 @@ struct Options {
 	bool salvage = false;
 	bool force = false;
 	bool dry_run = false;
-	bool quiet = false;
+	wbkit::ProgressOptions progress{};
 	bool json = false;
-	int progress_fd = -1;
 };
 
 // A dry run creates no output: it fails where creating it would fail.
@@ -129,12 +128,9 @@ int run(const Options& o)
 		}
 	}
 
-	ProgressReporter progress("wbrecover", o.quiet);
-	progress.set_machine_fd(o.progress_fd);
+	ProgressReporter progress("wbrecover", o.progress);
 	RecoverOptions options{.salvage = o.salvage, .force = o.force, .dry_run = o.dry_run, .output_path = o.output};
-	options.progress = [&](std::string_view phase, const ReplayProgress& p) {
-		progress.update(phase, p.bytes_done, p.bytes_total);
-	};
+	options.progress = progress.sink();
 	RecoveryReport report;
 	try {
 		report = recover(*cache, *backing, output.get(), options);
@@ -183,8 +179,6 @@ int main(int argc, char** argv)
 	app.add_flag("--dry-run", o.dry_run,
 		     "diagnose and plan, report what would be recovered and lost; write no device, create no output");
 	app.add_flag("--force", o.force, "go on without the magic, or with blocks past the backing end");
-	app.add_flag("-q,--quiet", o.quiet, "no progress output");
-	app.add_option("--progress-fd", o.progress_fd, "write `phase done total` progress lines to file descriptor N")
-		->check(CLI::NonNegativeNumber);
+	wbkit::add_progress_options(app, o.progress);
 	return wbkit::run_tool("wbrecover", app, argc, argv, [&] { return run(o); });
 }

@@ -15,6 +15,8 @@
 #include "wbkit/device.hpp"
 #include "wbkit/findings.hpp"
 #include "wbkit/format.hpp"
+#include "wbkit/progress.hpp"
+#include "wbkit/slot_state.hpp"
 
 namespace wbkit {
 
@@ -25,26 +27,10 @@ struct ScanOptions {
 	bool verify_checksums = true;
 	// Size of the backing device, to report metablocks that point past it.
 	std::optional<std::uint64_t> backing_bytes{};
-	// Called after each segment slot with the cache bytes covered so far and
-	// in total (slots x 512 KiB), from one thread at a time.
-	std::function<void(std::uint64_t bytes_done, std::uint64_t bytes_total)> progress{};
+	// Phase "scan": after each segment slot, the cache bytes covered so far
+	// and in total (slots x 512 KiB), from one thread at a time.
+	ProgressSink progress{};
 };
-
-enum class SlotState : std::uint8_t {
-	empty,             // id 0: never written
-	valid,             // checksum matches
-	unverified,        // headers-only scan
-	checksum_mismatch, // checksum does not match
-	legacy_checksum,   // stored value is the bitwise NOT (upstream < 2.0.2)
-	length_too_large,  // length > 127
-	header_unreadable, // read error on the header block
-	data_unreadable,   // read error on the data blocks
-};
-
-std::string_view slot_state_name(SlotState state);
-
-// What a stored checksum says about a non-empty segment whose content hashed to computed.
-SlotState checksum_state(std::uint32_t stored, std::uint32_t computed);
 
 // Per slot, 24 bytes: memory grows with the number of segments only.
 struct SlotInfo {
@@ -63,16 +49,6 @@ struct LogSegment {
 	std::uint8_t length = 0;
 	bool written_back = false; // id <= last_writeback_id
 };
-
-enum class StopReason {
-	end_of_ring,       // every slot was walked
-	empty_log,         // max_id is 0: nothing to replay
-	checksum_mismatch, // a segment failed its checksum
-	unreadable,        // a segment could not be read
-	not_verified,      // headers-only scan: the walk assumed every checksum good
-};
-
-std::string_view stop_reason_name(StopReason reason);
 
 // The newest cache copy of some sectors of one 4 KiB backing block. A value:
 // LogScan::index stores it packed (see SectorIndex).

@@ -14,6 +14,7 @@
 
 #include "wbkit/device.hpp"
 #include "wbkit/log_scan.hpp"
+#include "wbkit/progress.hpp"
 #include "wbkit/replay.hpp"
 #include "wbkit/segment_use.hpp"
 #include "wbkit/tolerant_io.hpp"
@@ -44,7 +45,7 @@ struct RecoverOptions {
 	bool force = false;
 	ReplayOptions replay{};
 	// phase: "scan", "reading backing" or "copying backing", "replay".
-	std::function<void(std::string_view phase, const ReplayProgress&)> progress{};
+	ProgressSink progress{};
 	// Everything a real run does but the writes: the diagnosis, the plan, the
 	// reads of both devices and of the cache's data to be written, so what it
 	// reports as recovered and lost is what a real run reports when the

@@ -16,6 +16,7 @@
 
 #include "wbkit/device.hpp"
 #include "wbkit/log_scan.hpp"
+#include "wbkit/progress.hpp"
 #include "wbkit/segment_use.hpp"
 
 namespace wbkit {
@@ -106,18 +107,14 @@ ReplayPlan replay_plan(std::shared_ptr<const LogScan> scan, const ReplayOptions&
 // Does not own the scan: it must outlive the plan.
 ReplayPlan replay_plan(const LogScan& scan, const ReplayOptions& options = {});
 
-struct ReplayProgress {
-	std::uint64_t bytes_done = 0;
-	std::uint64_t bytes_total = 0;
-};
-
 enum class ReplayFailure {
 	cache_unreadable, // the cache copy of these sectors could not be read
 	write_failed,     // the destination refused the write
 };
 
 struct ExecuteOptions {
-	std::function<void(const ReplayProgress&)> progress{};
+	// Phase "replay": after each extent, the bytes written and the plan's total.
+	ProgressSink progress{};
 	// A buffered handle on the destination for extents that O_DIRECT cannot
 	// take (not 4 KiB aligned). Without it such extents are read-modify-written.
 	Device* unaligned_destination = nullptr;
@@ -169,14 +166,5 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan);
 // holds reached the plan. A torn newest segment is not listed: its writes were
 // never acknowledged as flushed.
 std::vector<std::string> replay_shortfalls(const ReplayPlan& plan);
-
-// The checks before anything is written (docs/FORMAT.md's replay needs a formatted
-// cache, a backing device that is not the cache and holds every block the log
-// names). Throws RefusedError; with `force`, the checks that can sensibly be
-// overridden are skipped and returned, worded for the user.
-std::vector<std::string> check_replay_safety(const Device& cache, const Device& backing, const LogScan& scan,
-					     bool force);
-// Refuses when two paths name the same device or file.
-void check_distinct(const Device& a, std::string_view a_role, const Device& b, std::string_view b_role);
 
 } // namespace wbkit

@@ -17,6 +17,7 @@
 #include "wbkit/log_scan.hpp"
 #include "wbkit/recover.hpp"
 #include "wbkit/replay.hpp"
+#include "wbkit/replay_run.hpp"
 
 namespace wbkit {
 
@@ -61,23 +62,10 @@ struct DumpReport {
 void write_dump_json(std::ostream& out, const DumpReport& report);
 void print_dump(std::ostream& out, const DumpReport& report);
 
-// What a wbreplay run did, for its report.
-struct ReplayRun {
-	std::string cache_path;
-	std::string backing_path;
-	bool dry_run = false;
-	std::optional<ReplayResult> result{}; // unset on a dry run
-	bool marked_clean = false;
-	std::uint64_t headers_zeroed = 0; // by --mark-clean: slots from the stop point on
-	std::string mark_clean_refused{}; // why --mark-clean was not carried out
-	std::vector<std::string> overridden{};
-	std::vector<std::string> shortfalls{};
-	double scan_seconds = 0;
-};
-
-std::string replay_report_json(const ReplayPlan& plan, const ReplayRun& run, int indent = -1);
-void write_replay_report_json(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run);
-void print_replay_report(std::ostream& out, const ReplayPlan& plan, const ReplayRun& run);
+// wbreplay's document and text, from what replay_run did.
+std::string replay_report_json(const ReplayRunResult& run, int indent = -1);
+void write_replay_report_json(std::ostream& out, const ReplayRunResult& run);
+void print_replay_report(std::ostream& out, const ReplayRunResult& run);
 
 std::string recovery_json(const RecoveryReport& report, int indent = -1);
 void write_recovery_json(std::ostream& out, const RecoveryReport& report);
