@@ -18,7 +18,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo deb check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long test-python test-vm test-crash bench kmod clean
+.PHONY: all deps deps-build configure demo deb check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long test-python test-vm test-vm-debug test-stress kdebug test-crash bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -91,6 +91,27 @@ fuzz-long: fuzz-configure
 
 test-vm: deps all
 	tests/vm/run-all.sh $(BUILD)
+
+# The sanitizer kernel (KASAN, UBSAN, lockdep, DEBUG_ATOMIC_SLEEP, hung-task
+# detection) for the VM tests: built once per machine into
+# /var/cache/wbkit/kdebug-<version>-<hash> (scripts/build-kdebug.sh), then reused.
+kdebug: deps
+	scripts/build-kdebug.sh
+
+# Every VM scenario on that kernel; a KASAN, UBSAN, lockdep, WARNING, BUG or
+# hung-task report in a guest's log fails its scenario. Long (tests/vm/README.md):
+# not part of `make test`; run it after every change to kmod/.
+# make test-vm-debug VM_SCENARIOS="00-upstream-smoke 10-wbkit-integrity" runs those only.
+VM_SCENARIOS ?=
+test-vm-debug: deps all kmod kdebug
+	scripts/test-vm-debug.sh $(BUILD) $(VM_SCENARIOS)
+
+# The option-grid stress scenario, every row over three seeds, upstream first
+# (make test runs three rows of one seed). STRESS_SEEDS="4 5" for others.
+STRESS_SEEDS ?= 1 2 3
+test-stress: deps all
+	WBKIT_STRESS_SEEDS="$(STRESS_SEEDS)" WBKIT_STRESS_ROWS=all WBKIT_STRESS_OPS=1500 \
+		bash tests/vm/scenarios/90-stress-grid.sh
 
 # Crash consistency over every crash state of recorded write logs (VM recordings,
 # offline, in-kernel and upstream checks; tests/crash/run.sh). Long: not part of

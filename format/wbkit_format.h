@@ -204,6 +204,55 @@ static inline __u64 wb_last_writeback_id(__u64 last_flushed_id,
 }
 
 /*
+ * How many slots from the oldest one a writer may be rewriting at once:
+ * both targets open segment N only after the write of segment N - 8 has
+ * completed (WB_NR_RAMBUF in kmod, NR_RAMBUF_POOL in dm-writeboost 2.2).
+ */
+#define WB_REWRITE_WINDOW 8
+
+/*
+ * Whether a slot whose header cannot be trusted (its checksum fails, or its
+ * length is impossible), met at step `step` of the ring walk, is a rewrite
+ * in progress rather than damage: a writer reuses the slots from the
+ * oldest one on, in ring order, and a power cut tore its write into this
+ * slot with the old header still in place (a device lands the sectors of
+ * one write in any order). Then the slot holds the id one lap behind the
+ * one being written there, max_id + 1 - nr_segments + step, and lies
+ * within the window of slots a writer can be rewriting at once.
+ *
+ * Replay then drops the walk's slots up to and including this one and
+ * starts the log after it, and counts their ids as written back: a writer
+ * reuses a slot only after the segment in it was written back, and it
+ * writes into the slots in ring order, so every slot before this one was
+ * reused too; what it was writing there never completed, so nothing of it
+ * was acknowledged. The slots after it must hold ids that follow one
+ * another, as always. Not with one slot, nor at the newest slot, which is
+ * torn as the newest is.
+ */
+static inline bool wb_torn_rewrite(__u64 step, __u64 slot_id, __u64 max_id,
+				   __u64 nr_segments)
+{
+	return step < WB_REWRITE_WINDOW && step + 1 < nr_segments &&
+	       slot_id != 0 && max_id >= slot_id &&
+	       max_id - slot_id == nr_segments - 1 - step;
+}
+
+/*
+ * Whether segment id is on the backing device by replay's step 4. Replay
+ * writes none of such a segment's data: not its dirty entries, and not the
+ * sectors an older entry of it keeps under a newer partial entry of its
+ * block (the kernel writes those to the backing device so that it only
+ * needs the newest entry of a block). The backing device holds its data, or
+ * newer data that segments written back after it put there, and writing the
+ * older copy again would roll those sectors back. So replay decides
+ * last_writeback_id before it writes anything.
+ */
+static inline bool wb_segment_written_back(__u64 id, __u64 last_writeback_id)
+{
+	return id <= last_writeback_id;
+}
+
+/*
  * Whether a superblock record fits a log whose largest id is max_id: within
  * [max_id - nr_segments, max_id]. 0 means never written (the record is
  * only updated when update_sb_record_interval is set) and always fits.

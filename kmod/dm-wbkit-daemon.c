@@ -3,13 +3,14 @@
  * dm-wbkit-daemon.c - background work: writeback of flushed segments to the
  * backing device, the superblock record and the periodic data sync.
  */
-#include <linux/delay.h>
 #include <linux/jiffies.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 
 #include "dm-wbkit.h"
+
+#define DM_MSG_PREFIX "writeboost"
 
 /* ---------------------------------------------------------------------- */
 /* Writeback */
@@ -63,7 +64,7 @@ static unsigned int wb_batch_size(struct wb_device *wb)
 
 static int wb_entry_cmp(const void *a, const void *b)
 {
-	const struct wb_wb_entry *x = a, *y = b;
+	const struct wb_writeback_entry *x = a, *y = b;
 
 	if (x->sector != y->sector)
 		return x->sector < y->sector ? -1 : 1;
@@ -74,22 +75,14 @@ static int wb_entry_cmp(const void *a, const void *b)
 
 /* Submits the dirty sectors of one block as runs of contiguous sectors. */
 static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
-			   struct wb_wb_entry *e, void *data)
+			   struct wb_writeback_entry *e, void *data)
 {
-	unsigned int i = 0, j;
+	unsigned int i, j;
 
-	while (i < WB_BLOCK_SECTORS) {
-		if (!(e->data_bits & (1U << i))) {
-			i++;
-			continue;
-		}
-		for (j = i; j < WB_BLOCK_SECTORS && (e->data_bits & (1U << j)); j++)
-			;
+	for (i = 0; wb_next_run(e->data_bits, &i, &j); i = j)
 		wb_aio_submit(wb, aio, WB_DEV_BACKING, REQ_OP_WRITE,
 			      e->sector + i, data + (i << WB_SECTOR_SHIFT),
 			      (j - i) << WB_SECTOR_SHIFT);
-		i = j;
-	}
 }
 
 /*
@@ -106,18 +99,18 @@ static void wb_get_batch_bufs(struct wb_device *wb, struct wb_segment **segs,
 
 	spin_lock(&wb->lock);
 	for (b = 0; b < n; b++) {
-		wb->wb_kept[b] = has_dirty[b] && segs[b]->buf;
-		wb->wb_taken[b] = NULL;
-		if (wb->wb_kept[b]) {
+		wb->batch_kept[b] = has_dirty[b] && segs[b]->buf;
+		wb->batch_taken[b] = NULL;
+		if (wb->batch_kept[b]) {
 			list_del_init(&segs[b]->retain_node);
-			wb->wb_data[b] = segs[b]->buf + WB_BLOCK_SIZE;
+			wb->batch_data[b] = segs[b]->buf + WB_BLOCK_SIZE;
 		}
 	}
 	for (b = 0; b < n; b++) {
-		if (!has_dirty[b] || wb->wb_kept[b])
+		if (!has_dirty[b] || wb->batch_kept[b])
 			continue;
-		wb->wb_taken[b] = wb_take_buf(wb);
-		wb->wb_data[b] = wb->wb_taken[b];
+		wb->batch_taken[b] = wb_take_buf(wb);
+		wb->batch_data[b] = wb->batch_taken[b];
 	}
 	spin_unlock(&wb->lock);
 }
@@ -133,12 +126,12 @@ static void wb_put_batch_bufs(struct wb_device *wb, struct wb_segment **segs,
 	unsigned int b;
 
 	for (b = n; b-- > 0;) {
-		if (wb->wb_kept[b])
+		if (wb->batch_kept[b])
 			list_add(&segs[b]->retain_node, &wb->retained);
-		if (wb->wb_taken[b])
-			wb->free_rambuf[wb->nr_free_rambuf++] = wb->wb_taken[b];
-		wb->wb_kept[b] = false;
-		wb->wb_taken[b] = NULL;
+		if (wb->batch_taken[b])
+			wb->free_rambuf[wb->nr_free_rambuf++] = wb->batch_taken[b];
+		wb->batch_kept[b] = false;
+		wb->batch_taken[b] = NULL;
 	}
 }
 
@@ -199,7 +192,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 			if (!mb->dirty || mb->obsolete)
 				continue;
 			has_dirty[b] = true;
-			wb->wb_entries[nr++] = (struct wb_wb_entry) {
+			wb->writeback_entries[nr++] = (struct wb_writeback_entry) {
 				.sector = mb->sector,
 				.batch_idx = b,
 				.idx = j,
@@ -220,25 +213,23 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	do {
 		wb_aio_init(&aio);
 		for (b = 0; b < n; b++)
-			if (wb->wb_taken[b])
+			if (wb->batch_taken[b])
 				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
 					      wb_data_block_sector(segs[b]->slot, 0),
-					      wb->wb_taken[b], lens[b] * WB_BLOCK_SIZE);
+					      wb->batch_taken[b], lens[b] * WB_BLOCK_SIZE);
 		err = wb_aio_wait(&aio);
-		if (err == -ENOMEM)
-			msleep(100);
-	} while (err == -ENOMEM);
+	} while (wb_retry_after_nomem(err));
 	if (err) {
 		wb_set_dead(wb, WB_DEV_CACHE, "read", aio.err_sector, err);
 		wb_put_batch_bufs_locked(wb, segs, n);
 		return;
 	}
 	for (b = 0; b < n; b++)
-		if (wb->wb_taken[b])
-			invalidate_kernel_vmap_range(wb->wb_taken[b],
+		if (wb->batch_taken[b])
+			invalidate_kernel_vmap_range(wb->batch_taken[b],
 						     lens[b] * WB_BLOCK_SIZE);
 
-	sort(wb->wb_entries, nr, sizeof(*wb->wb_entries), wb_entry_cmp, NULL);
+	sort(wb->writeback_entries, nr, sizeof(*wb->writeback_entries), wb_entry_cmp, NULL);
 	wb_aio_init(&aio);
 	/*
 	 * Plugged, the sorted writes reach the backing queue together and
@@ -246,7 +237,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	 */
 	blk_start_plug(&plug);
 	for (i = 0; i < nr; i++) {
-		struct wb_wb_entry *e = &wb->wb_entries[i];
+		struct wb_writeback_entry *e = &wb->writeback_entries[i];
 
 		/*
 		 * A newer copy of the block in this batch holds a superset of
@@ -254,16 +245,16 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		 * replay wrote the others to the backing device), and the
 		 * whole batch is marked clean at once: write the newest only.
 		 */
-		if (i + 1 < nr && wb->wb_entries[i + 1].sector == e->sector)
+		if (i + 1 < nr && wb->writeback_entries[i + 1].sector == e->sector)
 			continue;
 		wb_submit_runs(wb, &aio, e,
-			       wb->wb_data[e->batch_idx] + e->idx * WB_BLOCK_SIZE);
+			       wb->batch_data[e->batch_idx] + e->idx * WB_BLOCK_SIZE);
 	}
 	blk_finish_plug(&plug);
 	err = wb_aio_wait(&aio);
 	if (err == -ENOMEM) {
 		wb_put_batch_bufs_locked(wb, segs, n);
-		msleep(100);
+		wb_retry_after_nomem(err);
 		return;		/* the batch is written again later */
 	}
 	if (err) {
@@ -308,9 +299,9 @@ written:
  */
 void wb_writeback_batch(struct wb_device *wb)
 {
-	mutex_lock(&wb->wb_batch_lock);
+	mutex_lock(&wb->batch_lock);
 	__wb_writeback_batch(wb);
-	mutex_unlock(&wb->wb_batch_lock);
+	mutex_unlock(&wb->batch_lock);
 }
 
 int wb_writeback_daemon(void *data)
@@ -318,7 +309,7 @@ int wb_writeback_daemon(void *data)
 	struct wb_device *wb = data;
 
 	while (!kthread_should_stop()) {
-		wait_event_interruptible_timeout(wb->wb_wait,
+		wait_event_interruptible_timeout(wb->writeback_wait,
 						 wb_should_writeback(wb) ||
 						 kthread_should_stop(), HZ);
 		if (kthread_should_stop())

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * dm-wbkit-metadata.c - I/O helpers, the dead state, the hash table, cache
- * formatting, log replay and the segment flusher.
+ * dm-wbkit-metadata.c - the dead state, synchronous and asynchronous I/O,
+ * the hash table, cache formatting, the cache signature and log replay.
  *
  * The format and the replay rules are docs/FORMAT.md; the structures are
  * format/wbkit_format.h.
  */
 #include <linux/crc32c.h>
-#include <linux/delay.h>
 #include <linux/hash.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
@@ -15,9 +14,10 @@
 #include <linux/vmalloc.h>
 #include <linux/bitops.h>
 #include <linux/string.h>
-#include <asm/unaligned.h>
 
 #include "dm-wbkit.h"
+
+#define DM_MSG_PREFIX "writeboost"
 
 /*
  * CRC-32C (Castagnoli) of bytes [512, 4096 * (length + 1)) of a segment:
@@ -64,7 +64,7 @@ void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 	      wb_dev_name(dev), op, err, (unsigned long long)sector);
 
 	wake_up_all(&wb->wait);
-	wake_up_all(&wb->wb_wait);
+	wake_up_all(&wb->writeback_wait);
 	wake_up_all(&wb->copy_wait);
 	/* The flusher fails the flush/FUA bios that wait for a commit. */
 	if (wb->flush_wq)
@@ -127,9 +127,8 @@ int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
 		bio = wb_build_bio(wb, dev, opf, sector, buf, len);
 		err = submit_bio_wait(bio);
 		bio_put(bio);
-		if (err != -ENOMEM)
+		if (!wb_retry_after_nomem(err))
 			break;
-		msleep(100);
 	}
 	if (err) {
 		wb_set_dead(wb, dev, wb_op_name(opf), sector, err);
@@ -148,9 +147,8 @@ int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev)
 		if (wb_dead(wb))
 			return -EIO;
 		err = blkdev_issue_flush(wb_bdev(wb, dev));
-		if (err != -ENOMEM)
+		if (!wb_retry_after_nomem(err))
 			break;
-		msleep(100);
 	}
 	if (err)
 		wb_set_dead(wb, dev, "flush", 0, err);
@@ -287,9 +285,8 @@ static int wb_format(struct wb_device *wb, char **error)
 			cond_resched();
 		}
 		err = wb_aio_wait(&aio);
-		if (err == -ENOMEM)
-			msleep(100);	/* zeroing again is harmless */
-	} while (err == -ENOMEM);
+		/* Zeroing again is harmless. */
+	} while (wb_retry_after_nomem(err));
 	if (err) {
 		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
 		goto io_error;
@@ -325,22 +322,15 @@ io_error:
 static int wb_write_runs(struct wb_device *wb, sector_t block, u8 bits,
 			 void *buf)
 {
-	unsigned int i = 0, j;
+	unsigned int i, j;
 	int err;
 
-	while (i < WB_BLOCK_SECTORS) {
-		if (!(bits & (1U << i))) {
-			i++;
-			continue;
-		}
-		for (j = i; j < WB_BLOCK_SECTORS && (bits & (1U << j)); j++)
-			;
+	for (i = 0; wb_next_run(bits, &i, &j); i = j) {
 		err = wb_sync_io(wb, WB_DEV_BACKING, REQ_OP_WRITE, block + i,
 				 buf + (i << WB_SECTOR_SHIFT),
 				 (j - i) << WB_SECTOR_SHIFT);
 		if (err)
 			return err;
-		i = j;
 	}
 	return 0;
 }
@@ -356,18 +346,18 @@ static u8 wb_bits_in_range(struct wb_device *wb, sector_t block)
 }
 
 /*
- * Applies one valid segment (docs/FORMAT.md, replay step 3): per block the newest
- * entry wins. A newer partial entry keeps the older entry's other dirty
- * sectors; like upstream, those are written to the backing device now, so
- * that the hash table only ever needs the newest copy of a block. A newer
- * clean entry makes the older dirty data obsolete.
+ * Applies one valid segment (docs/FORMAT.md, replay step 3): per block the
+ * newest entry wins. A newer partial entry leaves the older entry's other
+ * dirty sectors to it: like upstream, those go to the backing device, so
+ * that the hash table only ever needs the newest copy of a block; but only
+ * after the walk, once last_writeback_id is known (wb_write_kept_sectors).
+ * A newer clean entry makes the older dirty data obsolete.
  */
-static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
-			    void *buf, bool *wrote_backing)
+static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
+			     void *buf)
 {
 	struct wb_segment_header_device *hdr = buf;
 	unsigned int j;
-	int err;
 
 	seg->id = le64_to_cpu(hdr->id);
 	seg->length = hdr->length;
@@ -381,6 +371,7 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 		mb->data_bits = bits;
 		mb->dirty = bits;
 		mb->obsolete = false;
+		mb->replay_keep = 0;
 		/* Never trust the disk: a block must lie inside the target. */
 		if ((mb->sector & (WB_BLOCK_SECTORS - 1)) ||
 		    mb->sector >= wb->ti->len) {
@@ -397,25 +388,78 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 
 		old = wb_ht_lookup(wb, mb->sector);
 		if (old) {
-			u8 keep = old->data_bits & ~wb_entry_sectors(bits);
-
-			if (keep) {
-				err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-						 wb_mb_cache_sector(wb, old),
-						 wb->bounce2, WB_BLOCK_SIZE);
-				if (err)
-					return err;
-				err = wb_write_runs(wb, old->sector, keep,
-						    wb->bounce2);
-				if (err)
-					return err;
-				*wrote_backing = true;
-			}
+			old->replay_keep = old->data_bits &
+					   ~wb_entry_sectors(bits);
 			wb_ht_del(wb, old);
 			old->obsolete = true;
 		}
 		if (bits)
 			wb_ht_add(wb, mb);
+	}
+}
+
+/*
+ * Undoes the walk's steps before `upto` (wb_torn_rewrite: they were being
+ * rewritten): their entries leave the hash table. Nothing was written for
+ * them; the sectors they left to newer entries (replay_keep) are dropped
+ * with them.
+ */
+static void wb_forget_applied(struct wb_device *wb, u64 start, u64 upto)
+{
+	struct wb_segment *seg;
+	unsigned int j;
+	u64 i;
+
+	for (i = 0; i < upto; i++) {
+		seg = &wb->segs[wb_ring_slot(start, i, wb->nr_segments)];
+		for (j = 0; j < seg->length; j++) {
+			if (!hlist_unhashed(&seg->mb[j].ht_node))
+				wb_ht_del(wb, &seg->mb[j]);
+			seg->mb[j].replay_keep = 0;
+		}
+		seg->length = 0;
+	}
+}
+
+/*
+ * Writes the sectors that older entries left to newer partial ones
+ * (wb_apply_segment) to the backing device, for the segments after
+ * last_writeback_id only (wb_segment_written_back): an older one is on
+ * the backing device, maybe under newer data written back after it. In id
+ * order, as the walk met them: the entries of one block are superseded in
+ * the order of their segments, so the newest write of a sector comes last.
+ */
+static int wb_write_kept_sectors(struct wb_device *wb, u64 last_id, u64 lw,
+				 bool *wrote_backing)
+{
+	struct wb_segment *seg;
+	struct wb_metablock *mb;
+	unsigned int j;
+	u64 k, id;
+	int err;
+
+	for (k = 0; lw < last_id && k < last_id - lw; k++) {
+		id = lw + 1 + k;
+		seg = wb_seg_of_id(wb, id);
+		if (seg->id != id || wb_segment_written_back(seg->id, lw))
+			continue;
+		for (j = 0; j < seg->length; j++) {
+			mb = &seg->mb[j];
+			if (!mb->replay_keep)
+				continue;
+			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+					 wb_mb_cache_sector(wb, mb),
+					 wb->bounce2, WB_BLOCK_SIZE);
+			if (!err)
+				err = wb_write_runs(wb, mb->sector,
+						    mb->replay_keep,
+						    wb->bounce2);
+			if (err)
+				return err;
+			mb->replay_keep = 0;
+			*wrote_backing = true;
+		}
+		cond_resched();
 	}
 	return 0;
 }
@@ -427,8 +471,7 @@ static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
  */
 static int wb_scan_ids(struct wb_device *wb, u64 *max_id)
 {
-	unsigned int hdr_bytes = max_t(unsigned int, WB_SECTOR_SIZE,
-			bdev_logical_block_size(wb->cache_dev->bdev));
+	unsigned int hdr_bytes = wb_header_lbs(wb);
 	unsigned int per_buf = WB_BLOCKS_PER_SEGMENT * WB_BLOCK_SIZE / hdr_bytes;
 	u64 k, first, n;
 	struct wb_aio aio;
@@ -484,30 +527,72 @@ void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id)
 }
 
 /*
+ * Construction refuses a log it cannot read as one ring in id order: it
+ * writes nothing, and says where to go (the tools show and salvage what the
+ * log holds; replaying part of it here would discard or reorder
+ * acknowledged data).
+ */
+static int wb_refuse_log(char **error)
+{
+	*error = "Damaged log on the cache device (see the kernel log): use wbdump, wbrecover";
+	return -EINVAL;
+}
+
+/*
+ * Every id found must sit in the slot it names (docs/FORMAT.md, "Slot of an
+ * id"). A grown cache device, stale data in never-formatted slots or a
+ * damaged id break that, and the walk would then apply segments out of
+ * order and hand out ids that collide with existing headers.
+ */
+static int wb_check_slots(struct wb_device *wb, char **error)
+{
+	u64 k, id;
+
+	for (k = 0; k < wb->nr_segments; k++) {
+		id = wb->segs[k].id;
+		if (id && wb_id_to_slot(wb, id) != k) {
+			DMERR("segment %llu is in slot %llu, but its slot is %u (of %llu): a grown or damaged cache device? Not replayed; see wbdump and wbrecover",
+			      (unsigned long long)id, (unsigned long long)k,
+			      wb_id_to_slot(wb, id),
+			      (unsigned long long)wb->nr_segments);
+			return wb_refuse_log(error);
+		}
+	}
+	return 0;
+}
+
+/*
  * Replay, docs/FORMAT.md steps 1-4: find the largest id, walk the ring from the
  * oldest slot, stop at the first bad checksum, apply, then infer
  * last_writeback_id from last_flushed_id and the superblock record.
  *
- * When the walk stops before the end (damaged media, or the torn newest
- * segment of a power cut), the disk is made to say what was replayed
- * before the target goes live: the header of every slot from the stop
- * point on is zeroed and a record ahead of the last replayed id is
- * rewritten. Otherwise new segments, which reuse the ids after the stop
- * point, would count as written back by that record on the next replay,
- * and valid segments beyond the stop point with higher ids would be
- * replayed after them.
+ * The walk must see ids rising by one, and it may stop early only at the
+ * newest segment (torn by a power cut: never acknowledged). Anything else
+ * is damage, and construction is refused before anything is written:
+ * wb_apply_segment only changes memory, and the sectors it leaves for the
+ * backing device are written after this check.
+ *
+ * When the walk stops at the torn newest segment, the disk is made to say
+ * what was replayed before the target goes live: the stop slot's header is
+ * zeroed and a record ahead of the last replayed id is rewritten. Otherwise
+ * new segments, which reuse the ids after the stop point, would count as
+ * written back by that record on the next replay.
  */
 static int wb_replay(struct wb_device *wb, char **error)
 {
 	struct wb_segment_header_device *hdr;
 	void *buf = wb->rambuf[0];
 	bool wrote_backing = false;
-	u64 max_id = 0, last_id = 0, record, lw, k, i, start, stop, nr_discarded = 0;
+	u64 max_id = 0, last_id = 0, record, lw, k, i, start, stop;
+	u64 stop_id = 0, rewritten_id = 0;
 	int err;
 
 	err = wb_scan_ids(wb, &max_id);
 	if (err)
 		goto io_error;
+	err = wb_check_slots(wb, error);
+	if (err)
+		return err;
 
 	start = wb_oldest_slot(max_id, wb->nr_segments);
 	for (i = 0; max_id && i < wb->nr_segments; i++) {
@@ -526,13 +611,14 @@ static int wb_replay(struct wb_device *wb, char **error)
 			goto io_error;
 		id = le64_to_cpu(hdr->id);
 		length = hdr->length;
-		if (length > WB_BLOCKS_PER_SEGMENT) {
-			DMWARN("segment %llu in slot %u has length %u: the log ends at segment %llu",
-			       (unsigned long long)id, slot, length,
-			       (unsigned long long)last_id);
-			break;
+		if (id != wb->segs[slot].id || (last_id && id != last_id + 1)) {
+			DMERR("segment %llu in slot %u follows segment %llu in ring order: ids must rise by one. Not replayed; see wbdump and wbrecover",
+			      (unsigned long long)id, slot,
+			      (unsigned long long)last_id);
+			return wb_refuse_log(error);
 		}
-		if (length) {
+		stop_id = id;
+		if (length <= WB_BLOCKS_PER_SEGMENT && length) {
 			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
 					 wb_data_block_sector(slot, 0),
 					 buf + WB_BLOCK_SIZE,
@@ -540,42 +626,36 @@ static int wb_replay(struct wb_device *wb, char **error)
 			if (err)
 				goto io_error;
 		}
-		if (wb_checksum(buf, length) != le32_to_cpu(hdr->checksum)) {
-			DMWARN("segment %llu in slot %u has a bad checksum: the log ends at segment %llu",
-			       (unsigned long long)id, slot,
+		if (length > WB_BLOCKS_PER_SEGMENT ||
+		    wb_checksum(buf, length) != le32_to_cpu(hdr->checksum)) {
+			if (wb_torn_rewrite(i, id, max_id, wb->nr_segments)) {
+				DMWARN("slot %u: a torn rewrite over segment %llu: the log starts after it, the segments up to it count as written back",
+				       slot, (unsigned long long)id);
+				wb_forget_applied(wb, start, i);
+				rewritten_id = id;
+				last_id = 0;
+				continue;
+			}
+			DMWARN("segment %llu in slot %u is torn or damaged (length %u): the log ends at segment %llu",
+			       (unsigned long long)id, slot, length,
 			       (unsigned long long)last_id);
 			break;
 		}
-		err = wb_apply_segment(wb, &wb->segs[slot], buf, &wrote_backing);
-		if (err)
-			goto io_error;
+		wb_apply_segment(wb, &wb->segs[slot], buf);
 		last_id = id;
 		cond_resched();
 	}
 
 	/*
-	 * Segments from the stop point on are not part of the log. After a
-	 * power cut that is only ever the torn newest one; more means damaged
-	 * media. Their headers are zeroed (see above), newest first and the
-	 * stop slot last, each with FUA: while the stop slot stands, a power
-	 * cut in between leaves a log that stops at the same place. Zeroed
-	 * first, it would let the next walk run on into the old segments.
+	 * Only the newest segment may be left out: after a power cut that is
+	 * the torn one. A stop before it would drop acknowledged segments.
 	 */
-	for (stop = i, i = wb->nr_segments; max_id && i-- > stop;) {
-		k = wb_ring_slot(start, i, wb->nr_segments);
-		if (!wb->segs[k].id)
-			continue;
-		wb->segs[k].id = 0;
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
-				 wb_slot_start_sector(k), wb->zero_block,
-				 WB_BLOCK_SIZE);
-		if (err)
-			goto io_error;
-		nr_discarded++;
+	stop = i;
+	if (max_id && stop < wb->nr_segments && stop_id != max_id) {
+		DMERR("the log stops at segment %llu, before the newest segment %llu: damaged media? Not replayed; see wbdump and wbrecover",
+		      (unsigned long long)stop_id, (unsigned long long)max_id);
+		return wb_refuse_log(error);
 	}
-	if (nr_discarded > 1)
-		DMWARN("%llu segments from the stop point on were discarded and their headers zeroed (damaged media?)",
-		       (unsigned long long)nr_discarded);
 
 	/* The record: sector 2047, read as the 4 KiB block 2040..2047. */
 	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
@@ -588,6 +668,22 @@ static int wb_replay(struct wb_device *wb, char **error)
 			     ->last_writeback_segment_id);
 
 	lw = wb_last_writeback_id(last_id, record, wb->nr_segments);
+	/* A torn rewrite proves its slot's segment, and older, written back. */
+	lw = max(lw, rewritten_id);
+
+	/*
+	 * The torn newest segment is not part of the log: its header is
+	 * zeroed (one logical block, FUA) before anything else is written.
+	 */
+	if (max_id && stop < wb->nr_segments) {
+		k = wb_ring_slot(start, stop, wb->nr_segments);
+		wb->segs[k].id = 0;
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
+				 wb_slot_start_sector(k), wb->zero_block,
+				 wb_header_lbs(wb));
+		if (err)
+			goto io_error;
+	}
 
 	if (record > last_id) {
 		DMWARN("the superblock record names segment %llu, beyond the last replayed segment %llu: rewritten to %llu",
@@ -599,6 +695,10 @@ static int wb_replay(struct wb_device *wb, char **error)
 			goto io_error;
 		}
 	}
+
+	err = wb_write_kept_sectors(wb, last_id, lw, &wrote_backing);
+	if (err)
+		goto io_error;
 
 	/* Segments up to lw are on the backing device: nothing in them is dirty. */
 	for (k = 0; k < wb->nr_segments; k++) {
@@ -613,7 +713,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 	}
 
 	/*
-	 * Older dirty sectors written during the walk must be durable before
+	 * Older dirty sectors written after the walk must be durable before
 	 * their segments can be written back (and their slots reused).
 	 */
 	if (wrote_backing) {
@@ -680,9 +780,9 @@ static const char *wb_known_signature(const u8 *blk, const u8 *blk2,
  * known signature (a request for a fresh cache, formatted; *blank is set).
  * Anything else is refused with -EINVAL and a log line naming the device
  * and what it holds: a mistyped device path must never be formatted.
- * Reads only.
+ * Reads only. On failure *error says why, for ti->error or the log.
  */
-int wb_check_cache_signature(struct wb_device *wb, bool *blank)
+int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error)
 {
 	struct block_device *bdev = wb->cache_dev->bdev;
 	u8 *blk64 = wb_scratch(wb, 0);
@@ -698,8 +798,10 @@ int wb_check_cache_signature(struct wb_device *wb, bool *blank)
 	if (!err)
 		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, 128, blk64,
 				 WB_BLOCK_SIZE);
-	if (err)
+	if (err) {
+		*error = "Cannot read the superblock of the cache device";
 		return err;
+	}
 
 	magic = get_unaligned_le32(wb->bounce);
 	*blank = false;
@@ -715,6 +817,7 @@ int wb_check_cache_signature(struct wb_device *wb, bool *blank)
 	DMERR("cache device %s (%pg) holds %s (bytes 0-7: %8phN), not a writeboost superblock: refusing to use it; zero its first 1 MiB to have it formatted as a new cache",
 	      wb->cache_dev->name, bdev, what ? what : "unknown data in sector 0",
 	      wb->bounce);
+	*error = "The cache device is neither a writeboost cache nor blank (see log)";
 	return -EINVAL;
 }
 
@@ -729,15 +832,9 @@ int wb_format_or_replay(struct wb_device *wb, char **error)
 	bool blank;
 	int err;
 
-	err = wb_check_cache_signature(wb, &blank);
-	if (err == -EINVAL) {
-		*error = "The cache device is neither a writeboost cache nor blank";
+	err = wb_check_cache_signature(wb, &blank, error);
+	if (err)
 		return err;
-	}
-	if (err) {
-		*error = "Cannot read the superblock of the cache device";
-		return err;
-	}
 	if (blank) {
 		err = wb_format(wb, error);
 		if (err)
@@ -748,352 +845,4 @@ int wb_format_or_replay(struct wb_device *wb, char **error)
 		return 0;
 	}
 	return wb_replay(wb, error);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Sealing and flushing segments: group commit */
-
-void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg)
-{
-	if (atomic_dec_and_test(&seg->nr_dev_readers) &&
-	    wq_has_sleeper(&wb->copy_wait))
-		wake_up_all(&wb->copy_wait);
-}
-
-void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg)
-{
-	if (atomic_dec_and_test(&seg->nr_buf_readers) &&
-	    wq_has_sleeper(&wb->copy_wait))
-		wake_up_all(&wb->copy_wait);
-}
-
-/*
- * Takes a segment's RAM buffer back into the pool (a kept one, or one whose
- * write failed). Called with wb->lock held; drops it while reads still copy
- * out of the buffer. Readers pin it only under the lock and through
- * seg->buf, so none can start once seg->buf is NULL: they go to the cache
- * device, which holds the same data (or fail, on a dead target).
- */
-void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg)
-{
-	void *buf = seg->buf;
-
-	list_del_init(&seg->retain_node);
-	seg->buf = NULL;
-	if (atomic_read(&seg->nr_buf_readers)) {
-		spin_unlock(&wb->lock);
-		wait_event(wb->copy_wait, !atomic_read(&seg->nr_buf_readers));
-		spin_lock(&wb->lock);
-	}
-	wb->free_rambuf[wb->nr_free_rambuf++] = buf;
-}
-
-/*
- * With no pool buffer free: takes back the oldest kept one, else waits until
- * one is free or kept (or the target dies). Called with wb->lock held; drops
- * it meanwhile, so the caller looks again. One is always free or kept, or
- * about to be (another thread's wb_reclaim_buf): the pool holds
- * WB_NR_RAMBUF segments and a whole writeback batch at once.
- */
-void wb_wait_free_buf(struct wb_device *wb)
-{
-	if (!list_empty(&wb->retained)) {
-		wb_reclaim_buf(wb, list_first_entry(&wb->retained,
-						    struct wb_segment,
-						    retain_node));
-		return;
-	}
-	spin_unlock(&wb->lock);
-	wait_event(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
-		   !list_empty(&wb->retained) || wb_dead(wb));
-	spin_lock(&wb->lock);
-}
-
-/* A buffer from the pool. Called with wb->lock held; may drop it. */
-void *wb_take_buf(struct wb_device *wb)
-{
-	while (!wb->nr_free_rambuf)
-		wb_wait_free_buf(wb);
-	return wb->free_rambuf[--wb->nr_free_rambuf];
-}
-
-/*
- * Hands the open segment to the flusher. Called with wb->lock held; an
- * empty open segment stays open. Writes may still be copying into it
- * (seg->nr_writers): the flusher waits for them.
- */
-void wb_seal(struct wb_device *wb)
-{
-	struct wb_segment *seg = wb->cur;
-
-	if (!seg || !seg->length)
-		return;
-	WRITE_ONCE(wb->cur, NULL);
-	WRITE_ONCE(wb->nr_open_commits, 0);
-	WRITE_ONCE(wb->last_sealed_id, seg->id);
-	if (seg->length < WB_BLOCKS_PER_SEGMENT)
-		atomic64_inc(&wb->nr_partial_flushed);
-	list_add_tail(&seg->flush_node, &wb->flush_queue);
-	queue_work(wb->flush_wq, &wb->flush_work);
-}
-
-/* Everything written so far becomes durable on the cache device soon. */
-void wb_commit(struct wb_device *wb)
-{
-	spin_lock(&wb->lock);
-	wb_seal(wb);
-	wb->commit_id = max(wb->commit_id, wb->last_sealed_id);
-	spin_unlock(&wb->lock);
-	queue_work(wb->flush_wq, &wb->flush_work);
-}
-
-/* Completes the flush/FUA bios whose segment is durable (all, when dead). */
-static void wb_complete_commits(struct wb_device *wb)
-{
-	struct bio_list done = BIO_EMPTY_LIST, keep = BIO_EMPTY_LIST;
-	bool dead = wb_dead(wb);
-	unsigned int nr_done = 0;
-	struct bio *bio;
-
-	spin_lock(&wb->lock);
-	while ((bio = bio_list_pop(&wb->commit_waiters))) {
-		struct wb_per_bio *pb =
-			dm_per_bio_data(bio, sizeof(struct wb_per_bio));
-
-		if (dead || pb->commit_id <= wb->last_durable_id) {
-			bio_list_add(&done, bio);
-			nr_done++;
-		} else {
-			bio_list_add(&keep, bio);
-		}
-	}
-	wb->commit_waiters = keep;
-	if (nr_done)
-		WRITE_ONCE(wb->last_commit_group, nr_done);
-	spin_unlock(&wb->lock);
-	while ((bio = bio_list_pop(&done))) {
-		bio->bi_status = dead ? BLK_STS_IOERR : BLK_STS_OK;
-		bio_endio(bio);
-	}
-}
-
-static bool wb_copies_done(struct wb_device *wb, struct wb_segment *seg)
-{
-	bool done;
-
-	spin_lock(&wb->lock);
-	done = !seg->nr_writers;
-	spin_unlock(&wb->lock);
-	return done;
-}
-
-/*
- * Writes one sealed segment to its slot. Durability (which write makes which
- * earlier write durable):
- * - The slot's old header must be invalid (zero) on media before any part of
- *   this segment is: were it left in place, a torn write could put new data
- *   behind it, and as the oldest slot of the ring its bad checksum would end
- *   the log at its very start on replay. A slot zeroed at format time (made
- *   durable by format's flush) needs nothing; otherwise a zero write Z goes
- *   first, completes, and this segment's PREFLUSH makes Z durable before the
- *   segment is written. Z for the next slot is written ahead, together with
- *   this segment, when that slot is free already: the next segment's PREFLUSH
- *   then covers it (zero_unflushed forces that PREFLUSH).
- * - PREFLUSH also makes every earlier segment durable before this one, so
- *   after a power cut only the newest segment can be torn. It is left out
- *   when every earlier segment is durable already (last_durable_id >= id - 1)
- *   and no zeroed header awaits a flush.
- * - FUA makes this segment durable when the write completes. It is only
- *   needed when a flush/FUA bio (or the periodic sync) waits for this segment
- *   and no later segment is queued: otherwise the next segment's PREFLUSH
- *   makes this one durable, and the waiters complete after that write.
- */
-static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
-			     bool fua, struct wb_segment *zero_next)
-{
-	struct wb_segment_header_device *hdr;
-	sector_t start = wb_slot_start_sector(seg->slot);
-	bool preflush;
-	struct wb_aio aio;
-	blk_opf_t opf;
-	void *buf;
-	u64 started;
-	int err = 0;
-
-	wait_event(wb->copy_wait, wb_copies_done(wb, seg));
-	/*
-	 * Reads remapped to the clean copies the slot held before it was
-	 * reused finish first; none can start now (wb_get_cur unhashed them).
-	 */
-	wait_event(wb->copy_wait, !atomic_read(&seg->nr_dev_readers));
-
-	/* Sealed and every copy done: nothing writes to buf any more. */
-	buf = seg->buf;
-	hdr = buf;
-	hdr->id = cpu_to_le64(seg->id);
-	hdr->length = seg->length;
-	hdr->checksum = cpu_to_le32(wb_checksum(buf, seg->length));
-
-	if (!seg->header_zeroed) {
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE, start,
-				 wb->zero_block, WB_BLOCK_SIZE);
-		wb->zero_unflushed = true;
-	}
-	preflush = wb->zero_unflushed ||
-		   READ_ONCE(wb->last_durable_id) + 1 < seg->id;
-	opf = REQ_OP_WRITE | (preflush ? REQ_PREFLUSH : 0) | (fua ? REQ_FUA : 0);
-	started = ktime_get_ns();
-	while (!err) {
-		wb_aio_init(&aio);
-		wb_aio_submit(wb, &aio, WB_DEV_CACHE, opf, start, buf,
-			      wb_seg_bytes(seg->length));
-		if (zero_next)
-			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE,
-				      wb_slot_start_sector(zero_next->slot),
-				      wb->zero_block, WB_BLOCK_SIZE);
-		err = wb_aio_wait(&aio);
-		if (err != -ENOMEM)
-			break;
-		err = 0;
-		msleep(100);
-	}
-	if (err)
-		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
-	wb->last_seg_write_ns = ktime_get_ns() - started;
-
-	spin_lock(&wb->lock);
-	wb->nr_seg_bufs--;
-	if (err) {
-		/* The target is dead: new readers fail, the buffer goes back. */
-		wb_reclaim_buf(wb, seg);
-	} else {
-		list_add_tail(&seg->retain_node, &wb->retained);
-		seg->header_zeroed = false;
-		if (preflush)
-			wb->zero_unflushed = false;
-		if (zero_next) {
-			zero_next->header_zeroed = true;
-			wb->zero_unflushed = true;
-		}
-		if (fua)
-			WRITE_ONCE(wb->last_durable_id, seg->id);
-		else if (preflush)
-			WRITE_ONCE(wb->last_durable_id, seg->id - 1);
-		WRITE_ONCE(wb->last_flushed_id, seg->id);
-	}
-	spin_unlock(&wb->lock);
-	wake_up_all(&wb->wait);
-	wake_up(&wb->wb_wait);
-}
-
-/*
- * Before the open segment is sealed for flush/FUA bios: when the last
- * commit completed more bios than wait in it now, their senders (O_DSYNC
- * writers, journal commits) are likely sending the next ones. Waiting for
- * them, at most as long as the last segment write took (and
- * WB_GATHER_MAX_NS), lets one segment write complete them all instead of
- * a write for the first and another for the rest: at worst one commit
- * takes twice as long, and the writes per commit halve. A lone writer (a
- * group of one) never waits. Called with wb->lock held; returns true when
- * it dropped the lock to wait.
- */
-static bool wb_gather_commits(struct wb_device *wb)
-{
-	struct wb_segment *seg = wb->cur;
-	u64 wait_ns;
-
-	if (!seg || seg->length == WB_BLOCKS_PER_SEGMENT ||
-	    wb_commit_group_gathered(wb))
-		return false;
-	wait_ns = min_t(u64, wb->last_seg_write_ns, WB_GATHER_MAX_NS);
-	spin_unlock(&wb->lock);
-	wait_event_hrtimeout(wb->commit_wait,
-			     READ_ONCE(wb->cur) != seg || wb_dead(wb) ||
-			     wb_commit_group_gathered(wb),
-			     ns_to_ktime(wait_ns));
-	spin_lock(&wb->lock);
-	return true;
-}
-
-/*
- * Writes sealed segments to the cache device one at a time in id order (the
- * workqueue is ordered, the queue is in id order) and completes the flush/FUA
- * bios. Group commit: while a segment is being written, new flush/FUA bios
- * gather in the open segment; the next round seals it and one segment write
- * completes all of them. A commit with nothing new to write costs one cache
- * flush, or nothing when its segment is durable already.
- */
-void wb_flush_work(struct work_struct *work)
-{
-	struct wb_device *wb = container_of(work, struct wb_device, flush_work);
-	struct wb_segment *seg, *zero_next;
-	bool fua, flush_only, gathered = false;
-	u64 upto;
-
-	for (;;) {
-		spin_lock(&wb->lock);
-		if (wb_dead(wb)) {
-			spin_unlock(&wb->lock);
-			wb_complete_commits(wb);
-			return;
-		}
-		seg = list_first_entry_or_null(&wb->flush_queue,
-					       struct wb_segment, flush_node);
-		if (!seg && wb->commit_id > wb->last_sealed_id) {
-			/* Look again after a wait: a writer may have sealed. */
-			if (!gathered && wb_gather_commits(wb)) {
-				gathered = true;
-				spin_unlock(&wb->lock);
-				continue;
-			}
-			wb_seal(wb);
-			seg = list_first_entry_or_null(&wb->flush_queue,
-						       struct wb_segment,
-						       flush_node);
-		}
-		fua = false;
-		flush_only = false;
-		zero_next = NULL;
-		upto = wb->last_flushed_id;
-		if (seg) {
-			list_del_init(&seg->flush_node);
-			fua = wb->commit_id >= seg->id &&
-			      list_empty(&wb->flush_queue);
-			/*
-			 * The next slot's header can be zeroed now if its old
-			 * segment is written back (wb_slot_free) and it is a
-			 * different slot.
-			 */
-			if (wb->nr_segments > 1) {
-				u64 next = seg->id + 1;
-
-				if (next <= wb->nr_segments ||
-				    next - wb->nr_segments <= wb->last_writeback_id)
-					zero_next = wb_seg_of_id(wb, next);
-				if (zero_next && zero_next->header_zeroed)
-					zero_next = NULL;
-			}
-		} else {
-			flush_only = wb->commit_id > wb->last_durable_id;
-		}
-		spin_unlock(&wb->lock);
-
-		if (seg) {
-			wb_write_segment(wb, seg, fua, zero_next);
-			gathered = false;
-		} else if (flush_only) {
-			/* Every segment up to upto is written: make it durable. */
-			if (!wb_flush_dev(wb, WB_DEV_CACHE)) {
-				spin_lock(&wb->lock);
-				wb->zero_unflushed = false;
-				WRITE_ONCE(wb->last_durable_id,
-					   max(wb->last_durable_id, upto));
-				spin_unlock(&wb->lock);
-			}
-		} else {
-			break;
-		}
-		wb_complete_commits(wb);
-	}
-	wb_complete_commits(wb);
 }

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * dm-wbkit-target.c - the "writeboost" device-mapper target: bio path,
- * constructor and destructor, status and messages.
+ * dm-wbkit-target.c - the "writeboost" device-mapper target: constructor
+ * and destructor, tunables, suspend and resume, messages and status. The
+ * bio path is dm-wbkit-io.c, the read cache dm-wbkit-rcache.c, the on-disk
+ * log dm-wbkit-metadata.c and dm-wbkit-flush.c, background work
+ * dm-wbkit-daemon.c.
  *
  * A write-back cache in the dm-writeboost style: writes are logged into RAM
  * buffer segments, written to the cache device as whole segments, and later
@@ -16,841 +19,10 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <linux/log2.h>
-#include <linux/hash.h>
-#include <linux/sort.h>
 
 #include "dm-wbkit.h"
 
-/* ---------------------------------------------------------------------- */
-/* Helpers */
-
-static u8 wb_bio_bits(unsigned int off, unsigned int n)
-{
-	return (u8)(((1U << n) - 1) << off);
-}
-
-static void wb_copy_from_bio(void *dst, struct bio *bio)
-{
-	struct bvec_iter iter;
-	struct bio_vec bv;
-
-	bio_for_each_segment(bv, bio, iter) {
-		memcpy_from_bvec(dst, &bv);
-		dst += bv.bv_len;
-	}
-}
-
-static void wb_copy_to_bio(struct bio *bio, const void *src)
-{
-	struct bvec_iter iter;
-	struct bio_vec bv;
-
-	bio_for_each_segment(bv, bio, iter) {
-		memcpy_to_bvec(&bv, src);
-		src += bv.bv_len;
-	}
-}
-
-static void wb_stat_inc(struct wb_device *wb, bool write, bool hit,
-			bool on_buffer, bool fullsize)
-{
-	atomic64_inc(&wb->stat[(write << 3) | (hit << 2) | (on_buffer << 1) |
-			       fullsize]);
-}
-
-static bool wb_slot_free(struct wb_device *wb, u64 id)
-{
-	return wb_previous_lap_id(id, wb->nr_segments) <=
-	       READ_ONCE(wb->last_writeback_id);
-}
-
-/*
- * Makes sure there is an open segment (it may be full: the caller seals a
- * full one when it needs a new block and calls again). Called with wb->lock
- * held; drops it while waiting for a RAM buffer or for the writeback of the
- * segment that still occupies the next slot of the ring. Waiting here is
- * safe in .map: the flusher and the writeback daemon never wait for a bio
- * that the caller has not submitted yet.
- */
-static int wb_get_cur(struct wb_device *wb)
-{
-	struct wb_segment *seg;
-	unsigned int j;
-	u64 id;
-
-	while (!wb->cur) {
-		id = wb->last_sealed_id + 1;
-		if (wb_dead(wb))
-			return -EIO;
-		if (!wb_slot_free(wb, id)) {
-			wake_up(&wb->wb_wait);
-			spin_unlock(&wb->lock);
-			wait_event(wb->wait, wb_slot_free(wb, id) || wb_dead(wb));
-			spin_lock(&wb->lock);
-			continue;
-		}
-		if (wb->nr_seg_bufs == WB_NR_RAMBUF) {
-			spin_unlock(&wb->lock);
-			wait_event(wb->wait, READ_ONCE(wb->nr_seg_bufs) <
-					     WB_NR_RAMBUF || wb_dead(wb));
-			spin_lock(&wb->lock);
-			continue;
-		}
-		if (!wb->nr_free_rambuf) {
-			wb_wait_free_buf(wb);
-			continue;
-		}
-
-		seg = wb_seg_of_id(wb, id);
-		/*
-		 * Written back: its hashed blocks are clean copies, dropped
-		 * from the lookup now. Reads already remapped to them finish
-		 * before the flusher writes the new segment here.
-		 */
-		for (j = 0; j < WB_BLOCKS_PER_SEGMENT; j++)
-			if (!hlist_unhashed(&seg->mb[j].ht_node))
-				wb_ht_del(wb, &seg->mb[j]);
-		/* A ring shorter than the pool: the slot still keeps its buffer. */
-		if (seg->buf) {
-			wb_reclaim_buf(wb, seg);
-			continue;
-		}
-		seg->id = id;
-		seg->length = 0;
-		seg->buf = wb->free_rambuf[--wb->nr_free_rambuf];
-		wb->nr_seg_bufs++;
-		memset(seg->buf, 0, WB_BLOCK_SIZE);
-		WRITE_ONCE(wb->cur, seg);
-	}
-	return 0;
-}
-
-static int wb_wait_flushed(struct wb_device *wb, u64 id)
-{
-	wait_event(wb->wait, READ_ONCE(wb->last_flushed_id) >= id ||
-		   wb_dead(wb));
-	return wb_dead(wb) ? -EIO : 0;
-}
-
-/* Seals what is open and returns the id that must be flushed. */
-static u64 wb_seal_for_flush(struct wb_device *wb)
-{
-	u64 id;
-
-	spin_lock(&wb->lock);
-	wb_seal(wb);
-	id = wb->last_sealed_id;
-	spin_unlock(&wb->lock);
-	return id;
-}
-
-/* Waits (lock dropped) until no write is copying into mb's block. */
-static void wb_wait_copied(struct wb_device *wb, struct wb_metablock *mb)
-{
-	spin_unlock(&wb->lock);
-	wait_event(wb->copy_wait, !READ_ONCE(mb->nr_copying));
-	spin_lock(&wb->lock);
-}
-
-/*
- * Adds a flush/FUA bio to the commit waiters unless segment id is durable
- * already. Called with wb->lock held; the caller kicks the flusher.
- */
-static bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id)
-{
-	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
-
-	if (id <= wb->last_durable_id)
-		return false;
-	pb->commit_id = id;
-	bio_list_add(&wb->commit_waiters, bio);
-	wb->commit_id = max(wb->commit_id, id);
-	if (!wb->cur || id != wb->cur->id)
-		return true;
-	WRITE_ONCE(wb->nr_open_commits, wb->nr_open_commits + 1);
-	if (wb_commit_group_gathered(wb) && wq_has_sleeper(&wb->commit_wait))
-		wake_up(&wb->commit_wait);
-	return true;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Read cache (read_cache_threshold, nr_read_cache_cells), as dm-writeboost */
-
-static struct hlist_head *wb_rc_head(struct wb_device *wb, sector_t block)
-{
-	return &wb->rc_hash[hash_64(block >> 3, wb->rc_hash_bits)];
-}
-
-static struct wb_rc_cell *wb_rc_lookup(struct wb_device *wb, sector_t block)
-{
-	struct wb_rc_cell *cell;
-
-	hlist_for_each_entry(cell, wb_rc_head(wb, block), node)
-		if (cell->sector == block)
-			return cell;
-	return NULL;
-}
-
-/* A write makes a staged copy of its block stale. Called with wb->lock held. */
-static void wb_rc_invalidate(struct wb_device *wb, sector_t block)
-{
-	struct wb_rc_cell *cell;
-
-	if (wb->rc_nr_free == wb->rc_nr)
-		return;
-	cell = wb_rc_lookup(wb, block);
-	if (cell)
-		cell->cancelled = true;
-}
-
-/*
- * Only random reads are cached: once a run of consecutive blocks read grows
- * beyond read_cache_threshold, the run's cells and every later one of it
- * are cancelled. The run's cells are the newest: idx and up.
- */
-static void wb_rc_cancel_sequential(struct wb_device *wb, u32 idx,
-				    unsigned int thr)
-{
-	struct wb_rc_cell *cell = &wb->rc_cells[idx];
-	u32 i, last;
-
-	if (cell->sector == wb->rc_last_sector + WB_BLOCK_SECTORS) {
-		wb->rc_seqcount++;
-	} else {
-		wb->rc_seqcount = 1;
-		wb->rc_over_threshold = false;
-	}
-	wb->rc_last_sector = cell->sector;
-	if (wb->rc_seqcount <= thr)
-		return;
-	if (wb->rc_over_threshold) {
-		cell->cancelled = true;
-		return;
-	}
-	wb->rc_over_threshold = true;
-	last = min_t(u32, idx + wb->rc_seqcount, wb->rc_nr);
-	for (i = idx; i < last; i++)
-		wb->rc_cells[i].cancelled = true;
-}
-
-/*
- * The cells' data exists only once read caching has been on (see
- * WB_NR_SPARE_BUFS) and stays until the destructor: a staged read may still
- * copy into it after read caching is switched off. wb_rc_reserve reads the
- * threshold under wb->lock, and rc_data is set under it before the
- * threshold is, so a cell is only ever staged with its data allocated.
- */
-static int wb_rc_alloc_data(struct wb_device *wb)
-{
-	void *data;
-
-	if (READ_ONCE(wb->rc_data))
-		return 0;
-	data = vmalloc(array_size(wb->rc_nr, WB_BLOCK_SIZE));
-	if (!data)
-		return -ENOMEM;
-	spin_lock(&wb->lock);
-	if (!wb->rc_data) {
-		wb->rc_data = data;
-		data = NULL;
-	}
-	spin_unlock(&wb->lock);
-	vfree(data);	/* a concurrent message allocated it first */
-	return 0;
-}
-
-/*
- * Stages a full 4 KiB read miss of block: the caller remaps the read to the
- * backing device, and its data goes into the cell when it ends. Called
- * with wb->lock held.
- */
-static bool wb_rc_reserve(struct wb_device *wb, struct wb_per_bio *pb,
-			  sector_t block)
-{
-	unsigned int thr = READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]);
-	struct wb_rc_cell *cell;
-	u32 idx;
-
-	if (!thr || !wb->rc_nr_free || wb_rc_lookup(wb, block))
-		return false;
-	/*
-	 * A write-around write in flight may land after this read has read
-	 * the block: its data could be stale. (One that starts later cancels
-	 * the cell.)
-	 */
-	if (atomic_read(&wb->nr_wa_inflight))
-		return false;
-	idx = --wb->rc_nr_free;
-	cell = &wb->rc_cells[idx];
-	cell->sector = block;
-	cell->cancelled = false;
-	cell->failed = false;
-	hlist_add_head(&cell->node, wb_rc_head(wb, block));
-	wb_rc_cancel_sequential(wb, idx, thr);
-	pb->cell = idx;
-	return true;
-}
-
-/* End of a staged read, in any context: keep the data. */
-static void wb_rc_read_done(struct wb_device *wb, struct bio *bio,
-			    struct wb_per_bio *pb, bool failed)
-{
-	void *dst = wb->rc_data + (size_t)pb->cell * WB_BLOCK_SIZE;
-	struct bvec_iter iter;
-	struct bio_vec bv;
-
-	if (failed) {
-		WRITE_ONCE(wb->rc_cells[pb->cell].failed, true);
-	} else {
-		/* bi_iter has advanced by now: walk the data as it was mapped. */
-		__bio_for_each_segment(bv, bio, iter, pb->iter) {
-			memcpy_from_bvec(dst, &bv);
-			dst += bv.bv_len;
-		}
-	}
-	/* Orders the copy before rc_work reads it. */
-	if (atomic_dec_and_test(&wb->rc_pending))
-		queue_work(wb->io_wq, &wb->rc_work);
-}
-
-/*
- * Puts one staged cell into the open segment as a clean block (dirty_bits 0
- * in the log), unless a write made it stale. Called with wb->lock held; may
- * drop it to wait for a segment. A dead or suspended target injects
- * nothing: the cells are dropped (an error is returned).
- */
-static int wb_rc_inject(struct wb_device *wb, struct wb_rc_cell *cell,
-			const void *data)
-{
-	struct wb_metablock_device *md;
-	struct wb_metablock *mb;
-	struct wb_segment *seg;
-	int err;
-
-	for (;;) {
-		if (test_bit(WB_F_SUSPENDED, &wb->flags))
-			return -EBUSY;
-		if (cell->cancelled || READ_ONCE(cell->failed) ||
-		    wb_ht_lookup(wb, cell->sector))
-			return 0;
-		err = wb_get_cur(wb);
-		if (err)
-			return err;
-		seg = wb->cur;
-		if (seg->length < WB_BLOCKS_PER_SEGMENT)
-			break;
-		wb_seal(wb);
-	}
-	mb = &seg->mb[seg->length];
-	/* Under the lock, so that no later write of the block is overtaken. */
-	memcpy(seg->buf + WB_BLOCK_SIZE * (1 + seg->length), data,
-	       WB_BLOCK_SIZE);
-	md = seg->buf + WB_METABLOCK_OFFSET(seg->length);
-	md->sector = cpu_to_le64(cell->sector);
-	md->dirty_bits = 0;
-	mb->sector = cell->sector;
-	mb->data_bits = WB_ALL_DIRTY;
-	mb->dirty = false;
-	mb->obsolete = false;
-	wb_ht_add(wb, mb);
-	seg->length++;
-	return 0;
-}
-
-static int wb_rc_key_cmp(const void *a, const void *b)
-{
-	const struct wb_rc_key *x = a, *y = b;
-
-	if (x->sector != y->sector)
-		return x->sector < y->sector ? -1 : 1;
-	return 0;
-}
-
-/*
- * Every cell of the generation is used and its read ended: cancel the
- * sequential runs among them (in sector order, the reads may have come
- * interleaved), inject the rest, and start a new generation.
- */
-static void wb_rc_work(struct work_struct *work)
-{
-	struct wb_device *wb = container_of(work, struct wb_device, rc_work);
-	unsigned int thr = READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]);
-	u32 i, j, start = 0;
-
-	for (i = 0; i < wb->rc_nr; i++)
-		wb->rc_sorted[i] = (struct wb_rc_key) {
-			.sector = wb->rc_cells[i].sector, .idx = i };
-	sort(wb->rc_sorted, wb->rc_nr, sizeof(*wb->rc_sorted), wb_rc_key_cmp,
-	     NULL);
-
-	spin_lock(&wb->lock);
-	for (i = 1; i <= wb->rc_nr; i++) {
-		if (i < wb->rc_nr && wb->rc_sorted[i].sector ==
-		    wb->rc_sorted[i - 1].sector + WB_BLOCK_SECTORS)
-			continue;
-		if (i - start > thr)
-			for (j = start; j < i; j++)
-				wb->rc_cells[wb->rc_sorted[j].idx].cancelled = true;
-		start = i;
-	}
-	/* thr 0: read caching was switched off meanwhile, nothing is injected. */
-	for (i = 0; thr && i < wb->rc_nr; i++)
-		if (wb_rc_inject(wb, &wb->rc_cells[i],
-				 wb->rc_data + (size_t)i * WB_BLOCK_SIZE))
-			break;
-	for (i = 0; i < (1U << wb->rc_hash_bits); i++)
-		INIT_HLIST_HEAD(&wb->rc_hash[i]);
-	wb->rc_nr_free = wb->rc_nr;
-	atomic_set(&wb->rc_pending, wb->rc_nr);
-	spin_unlock(&wb->lock);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Bio path */
-
-/* An empty flush: everything completed so far, durable on the cache device. */
-static void wb_flush_bio(struct wb_device *wb, struct bio *bio)
-{
-	bool waiting = false;
-	int err = 0;
-	u64 id;
-
-	spin_lock(&wb->lock);
-	if (wb_dead(wb)) {
-		err = -EIO;
-	} else {
-		id = wb->cur && wb->cur->length ? wb->cur->id :
-						  wb->last_sealed_id;
-		waiting = wb_add_commit_waiter(wb, bio, id);
-	}
-	spin_unlock(&wb->lock);
-	if (waiting) {
-		queue_work(wb->flush_wq, &wb->flush_work);
-		return;
-	}
-	bio->bi_status = errno_to_blk_status(err);
-	bio_endio(bio);
-}
-
-/*
- * A write of up to one 4 KiB block (the target splits at 8 sectors). It
- * takes its block of the open RAM buffer segment under the lock and copies
- * its data outside it. A partial write merges the older dirty sectors of
- * the block, so the newest copy always holds every dirty sector of its
- * block; when that older copy is only on the cache device, the write goes
- * to the worker (in_worker false: returns 1), which reads it. REQ_PREFLUSH
- * and REQ_FUA bios complete once their segment is durable (group commit,
- * wb_flush_work); every other write completes here.
- */
-static int wb_write(struct wb_device *wb, struct bio *bio, sector_t sector,
-		    bool in_worker)
-{
-	sector_t block = sector & ~(sector_t)(WB_BLOCK_SECTORS - 1);
-	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
-	unsigned int n = bio_sectors(bio);
-	u8 bits = wb_bio_bits(off, n);
-	bool commit = bio->bi_opf & (REQ_PREFLUSH | REQ_FUA);
-	struct wb_metablock *merged = NULL, *old, *mb;
-	struct wb_metablock_device *md;
-	struct wb_segment *seg, *oseg;
-	bool on_buffer, waiting = false;
-	u64 merged_id = 0;
-	void *dst;
-	int err;
-
-	spin_lock(&wb->lock);
-retry:
-	err = wb_get_cur(wb);
-	if (err)
-		goto unlock;
-	seg = wb->cur;
-	old = wb_ht_lookup(wb, block);
-	on_buffer = old && wb_mb_seg(wb, old) == seg;
-	/*
-	 * A full segment stays open until a write needs a new block, as in
-	 * dm-writeboost: overwrites of its blocks still land in place and
-	 * count as on_buffer.
-	 */
-	if (!on_buffer && seg->length == WB_BLOCKS_PER_SEGMENT) {
-		wb_seal(wb);
-		goto retry;
-	}
-
-	if (on_buffer) {
-		/* Overwrite in place in the open segment. */
-		mb = old;
-		dst = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
-		if (!mb->dirty)
-			wb->nr_dirty++;
-		mb->dirty = true;
-		mb->data_bits |= bits;
-	} else {
-		/* A clean copy's sectors are all on the backing device. */
-		u8 keep = old && old->dirty ? old->data_bits & ~bits : 0;
-		const void *src = NULL;
-		u8 idx = seg->length;
-
-		if (keep) {
-			if (old->nr_copying) {
-				wb_wait_copied(wb, old);
-				goto retry;
-			}
-			oseg = wb_mb_seg(wb, old);
-			if (oseg->buf) {
-				src = oseg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, old));
-			} else if (merged == old && merged_id == oseg->id) {
-				/* Read below; the slot was pinned meanwhile. */
-				src = wb->bounce2;
-			} else if (!in_worker) {
-				spin_unlock(&wb->lock);
-				return 1;
-			}
-			if (!src) {
-				sector_t cs = wb_mb_cache_sector(wb, old);
-
-				atomic_inc(&oseg->nr_dev_readers);
-				merged = old;
-				merged_id = oseg->id;
-				spin_unlock(&wb->lock);
-				err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, cs,
-						 wb->bounce2, WB_BLOCK_SIZE);
-				wb_unpin_dev(wb, oseg);
-				if (err)
-					goto done;
-				/* Newer writes may have come meanwhile: look again. */
-				spin_lock(&wb->lock);
-				goto retry;
-			}
-		}
-		mb = &seg->mb[idx];
-		dst = seg->buf + WB_BLOCK_SIZE * (1 + idx);
-		/*
-		 * Short (4 KiB) and only for partial writes: under the lock,
-		 * so that src stays put and a write into this block that
-		 * starts after the unlock cannot be overwritten by it.
-		 */
-		if (keep)
-			memcpy(dst, src, WB_BLOCK_SIZE);
-		else if (bits != WB_ALL_DIRTY)
-			/* Clean sectors are never read; keep them zero. */
-			memset(dst, 0, WB_BLOCK_SIZE);
-		if (old)
-			wb_ht_del(wb, old);
-		mb->sector = block;
-		mb->data_bits = bits | keep;
-		mb->dirty = true;
-		mb->obsolete = false;
-		wb_ht_add(wb, mb);
-		seg->length++;
-	}
-	wb_rc_invalidate(wb, block);
-	wb_stat_inc(wb, true, !!old, on_buffer, n == WB_BLOCK_SECTORS);
-
-	md = seg->buf + WB_METABLOCK_OFFSET(wb_mb_idx(wb, mb));
-	md->sector = cpu_to_le64(mb->sector);
-	md->dirty_bits = mb->data_bits;
-	mb->nr_copying++;
-	seg->nr_writers++;
-	spin_unlock(&wb->lock);
-
-	wb_copy_from_bio(dst + (off << WB_SECTOR_SHIFT), bio);
-
-	spin_lock(&wb->lock);
-	mb->nr_copying--;
-	seg->nr_writers--;
-	/* Only now: the flusher may complete the bio as soon as it is listed. */
-	if (commit && !wb_dead(wb))
-		waiting = wb_add_commit_waiter(wb, bio, seg->id);
-	err = commit && wb_dead(wb) ? -EIO : 0;
-	spin_unlock(&wb->lock);
-	if (wq_has_sleeper(&wb->copy_wait))
-		wake_up_all(&wb->copy_wait);
-	if (waiting) {
-		queue_work(wb->flush_wq, &wb->flush_work);
-		return 0;
-	}
-	goto done;
-unlock:
-	spin_unlock(&wb->lock);
-done:
-	bio->bi_status = errno_to_blk_status(err);
-	bio_endio(bio);
-	return 0;
-}
-
-static void wb_remap_backing(struct wb_device *wb, struct bio *bio,
-			     sector_t sector)
-{
-	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
-
-	pb->remap = WB_REMAP_BACKING;
-	pb->sector = sector;
-	pb->op = op_is_write(bio_op(bio)) ?
-		 (bio_sectors(bio) ? "write" : "flush") : "read";
-	bio_set_dev(bio, wb->backing_dev->bdev);
-	bio->bi_iter.bi_sector = sector;
-}
-
-/*
- * write_around_mode 1: writes (and flushes) go to the backing device. The
- * lookup holds clean copies only (the mode starts with everything written
- * back and never logs a write), so a copy of the block just leaves it, and
- * a staged read-cache cell of the block is cancelled.
- */
-static int wb_write_around(struct wb_device *wb, struct bio *bio,
-			   sector_t sector)
-{
-	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
-	sector_t block = sector & ~(sector_t)(WB_BLOCK_SECTORS - 1);
-	unsigned int n = bio_sectors(bio);
-	struct wb_metablock *old;
-
-	spin_lock(&wb->lock);
-	if (n) {
-		old = wb_ht_lookup(wb, block);
-		wb_stat_inc(wb, true, !!old,
-			    old && wb->cur && wb_mb_seg(wb, old) == wb->cur,
-			    n == WB_BLOCK_SECTORS);
-		if (old)
-			wb_ht_del(wb, old);
-		wb_rc_invalidate(wb, block);
-	}
-	atomic_inc(&wb->nr_wa_inflight);
-	spin_unlock(&wb->lock);
-	wb_remap_backing(wb, bio, sector);
-	pb->remap = WB_REMAP_WRITE_AROUND;
-	return DM_MAPIO_REMAPPED;
-}
-
-/*
- * A read hit of a block partly on the cache (or in a RAM buffer) and partly
- * on the backing device: synchronous reads of both, merged. Worker only.
- * Called with wb->lock held and mb's copies done; returns unlocked.
- */
-static int wb_read_merge(struct wb_device *wb, struct bio *bio,
-			 sector_t sector, struct wb_metablock *mb, u8 dirty)
-{
-	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
-	unsigned int n = bio_sectors(bio), j;
-	struct wb_segment *seg = wb_mb_seg(wb, mb);
-	sector_t cs = wb_mb_cache_sector(wb, mb);
-	const void *src = NULL;
-	void *buf = wb->bounce;
-	bool from_buf = seg->buf;
-	int err;
-
-	if (from_buf) {
-		atomic_inc(&seg->nr_buf_readers);
-		src = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
-	} else {
-		atomic_inc(&seg->nr_dev_readers);
-	}
-	spin_unlock(&wb->lock);
-
-	err = wb_sync_io(wb, WB_DEV_BACKING, REQ_OP_READ, sector,
-			 buf + (off << WB_SECTOR_SHIFT), n << WB_SECTOR_SHIFT);
-	if (!err && !src) {
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, cs, wb->bounce2,
-				 WB_BLOCK_SIZE);
-		src = wb->bounce2;
-	}
-	if (!err)
-		for (j = 0; j < WB_BLOCK_SECTORS; j++)
-			if (dirty & (1U << j))
-				memcpy(buf + (j << WB_SECTOR_SHIFT),
-				       src + (j << WB_SECTOR_SHIFT),
-				       WB_SECTOR_SIZE);
-	if (from_buf)
-		wb_unpin_buf(wb, seg);
-	else
-		wb_unpin_dev(wb, seg);
-	if (!err)
-		wb_copy_to_bio(bio, buf + (off << WB_SECTOR_SHIFT));
-	return err;
-}
-
-/*
- * A read of up to one block. A miss is remapped to the backing device; a
- * hit whose sectors are all in the newest copy (dirty or clean) is copied
- * from the RAM buffer (without the lock: the buffer is pinned) or remapped
- * to the copy on the cache device (the slot is pinned until the bio ends, so
- * it cannot be reused meanwhile). A clean copy that lacks some of the
- * sectors is remapped to the backing device, which holds all of them. A
- * dirty hit that also needs sectors of the backing device goes to the
- * worker (in_worker false) or is merged there.
- * Statistics count each bio once, as dm-writeboost does: where it is served.
- * Returns DM_MAPIO_REMAPPED (the caller submits) or DM_MAPIO_SUBMITTED.
- */
-static int wb_read(struct wb_device *wb, struct bio *bio, sector_t sector,
-		   bool in_worker)
-{
-	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
-	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
-	unsigned int n = bio_sectors(bio);
-	u8 want = wb_bio_bits(off, n), dirty;
-	struct wb_metablock *mb;
-	struct wb_segment *seg;
-	const void *src;
-	int err = 0;
-
-	spin_lock(&wb->lock);
-retry:
-	if (wb_dead(wb)) {
-		spin_unlock(&wb->lock);
-		err = -EIO;
-		goto done;
-	}
-	mb = wb_ht_lookup(wb, sector & ~(sector_t)(WB_BLOCK_SECTORS - 1));
-	if (!mb) {
-		/* Partial reads are never cached. */
-		bool staged = n == WB_BLOCK_SECTORS &&
-			      wb_rc_reserve(wb, pb, sector);
-
-		spin_unlock(&wb->lock);
-		wb_stat_inc(wb, false, false, false, n == WB_BLOCK_SECTORS);
-		wb_remap_backing(wb, bio, sector);
-		if (staged) {
-			pb->remap = WB_REMAP_READ_CACHE;
-			pb->iter = bio->bi_iter;
-		}
-		return DM_MAPIO_REMAPPED;
-	}
-	if (mb->nr_copying) {
-		wb_wait_copied(wb, mb);
-		goto retry;
-	}
-	seg = wb_mb_seg(wb, mb);
-	dirty = mb->data_bits & want;
-	if (dirty != want && mb->dirty && !in_worker) {
-		spin_unlock(&wb->lock);
-		return DM_MAPIO_KILL;	/* to the worker, which counts it */
-	}
-	wb_stat_inc(wb, false, true, seg == wb->cur, n == WB_BLOCK_SECTORS);
-	if (dirty != want && !mb->dirty) {
-		spin_unlock(&wb->lock);
-		wb_remap_backing(wb, bio, sector);
-		return DM_MAPIO_REMAPPED;
-	}
-	if (dirty != want) {
-		err = wb_read_merge(wb, bio, sector, mb, dirty);
-		goto done;
-	}
-	if (seg->buf) {
-		atomic_inc(&seg->nr_buf_readers);
-		src = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
-		spin_unlock(&wb->lock);
-		wb_copy_to_bio(bio, src + (off << WB_SECTOR_SHIFT));
-		wb_unpin_buf(wb, seg);
-		goto done;
-	}
-	atomic_inc(&seg->nr_dev_readers);
-	pb->remap = WB_REMAP_CACHE;
-	pb->seg = seg;
-	pb->sector = wb_mb_cache_sector(wb, mb) + off;
-	spin_unlock(&wb->lock);
-	bio_set_dev(bio, wb->cache_dev->bdev);
-	bio->bi_iter.bi_sector = pb->sector;
-	return DM_MAPIO_REMAPPED;
-done:
-	bio->bi_status = errno_to_blk_status(err);
-	bio_endio(bio);
-	return DM_MAPIO_SUBMITTED;
-}
-
-static void wb_defer(struct wb_device *wb, struct bio *bio)
-{
-	spin_lock_irq(&wb->bio_lock);
-	bio_list_add(&wb->deferred, bio);
-	spin_unlock_irq(&wb->bio_lock);
-	queue_work(wb->io_wq, &wb->io_work);
-}
-
-/* The bios .map cannot finish without waiting for a read: one at a time. */
-static void wb_io_work(struct work_struct *work)
-{
-	struct wb_device *wb = container_of(work, struct wb_device, io_work);
-	struct bio_list bios;
-	struct bio *bio;
-
-	spin_lock_irq(&wb->bio_lock);
-	bios = wb->deferred;
-	bio_list_init(&wb->deferred);
-	spin_unlock_irq(&wb->bio_lock);
-
-	while ((bio = bio_list_pop(&bios))) {
-		sector_t sector = dm_target_offset(wb->ti, bio->bi_iter.bi_sector);
-
-		if (bio_op(bio) == REQ_OP_WRITE)
-			wb_write(wb, bio, sector, true);
-		else if (wb_read(wb, bio, sector, true) == DM_MAPIO_REMAPPED)
-			dm_submit_bio_remap(bio, NULL);
-		cond_resched();
-	}
-}
-
-/*
- * Bios are handled here, in the submitter's context; see wb_write and
- * wb_read for the few that go to the worker. A dead target fails them.
- */
-static int writeboost_map(struct dm_target *ti, struct bio *bio)
-{
-	struct wb_device *wb = ti->private;
-	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
-	sector_t sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
-	int r;
-
-	pb->remap = WB_REMAP_NONE;
-	if (wb_dead(wb))
-		return DM_MAPIO_KILL;
-
-	if (wb->write_around && bio_op(bio) == REQ_OP_WRITE)
-		return wb_write_around(wb, bio, sector);
-	if (!bio_sectors(bio)) {
-		if (bio->bi_opf & REQ_PREFLUSH) {
-			wb_flush_bio(wb, bio);
-			return DM_MAPIO_SUBMITTED;
-		}
-		return DM_MAPIO_KILL;
-	}
-	switch (bio_op(bio)) {
-	case REQ_OP_WRITE:
-		if (wb_write(wb, bio, sector, false))
-			wb_defer(wb, bio);
-		return DM_MAPIO_SUBMITTED;
-	case REQ_OP_READ:
-		r = wb_read(wb, bio, sector, false);
-		if (r == DM_MAPIO_KILL) {
-			wb_defer(wb, bio);
-			return DM_MAPIO_SUBMITTED;
-		}
-		return r;
-	default:
-		return DM_MAPIO_KILL;
-	}
-}
-
-/* Remapped reads: unpin the slot; an error kills the target too. */
-static int writeboost_end_io(struct dm_target *ti, struct bio *bio,
-			     blk_status_t *error)
-{
-	struct wb_device *wb = ti->private;
-	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
-
-	if (pb->remap == WB_REMAP_NONE)
-		return DM_ENDIO_DONE;
-	if (pb->remap == WB_REMAP_CACHE)
-		wb_unpin_dev(wb, pb->seg);
-	if (pb->remap == WB_REMAP_READ_CACHE)
-		wb_rc_read_done(wb, bio, pb, *error != BLK_STS_OK);
-	if (pb->remap == WB_REMAP_WRITE_AROUND)
-		atomic_dec(&wb->nr_wa_inflight);
-	if (*error && *error != BLK_STS_AGAIN && *error != BLK_STS_RESOURCE)
-		wb_set_dead(wb, pb->remap == WB_REMAP_CACHE ? WB_DEV_CACHE :
-							       WB_DEV_BACKING,
-			    pb->remap == WB_REMAP_CACHE ? "read" : pb->op,
-			    pb->sector, blk_status_to_errno(*error));
-	return DM_ENDIO_DONE;
-}
+#define DM_MSG_PREFIX "writeboost"
 
 /* ---------------------------------------------------------------------- */
 /* Constructor and destructor */
@@ -957,9 +129,9 @@ static void wb_stop_daemons(struct wb_device *wb)
 	if (wb->periodic_task)
 		kthread_stop(wb->periodic_task);
 	wb->periodic_task = NULL;
-	if (wb->wb_task)
-		kthread_stop(wb->wb_task);
-	wb->wb_task = NULL;
+	if (wb->writeback_task)
+		kthread_stop(wb->writeback_task);
+	wb->writeback_task = NULL;
 }
 
 static int wb_start_daemons(struct wb_device *wb)
@@ -969,7 +141,7 @@ static int wb_start_daemons(struct wb_device *wb)
 	t = kthread_run(wb_writeback_daemon, wb, "wbkit_writeback");
 	if (IS_ERR(t))
 		return PTR_ERR(t);
-	wb->wb_task = t;
+	wb->writeback_task = t;
 	t = kthread_run(wb_periodic_daemon, wb, "wbkit_periodic");
 	if (IS_ERR(t)) {
 		wb_stop_daemons(wb);
@@ -997,7 +169,7 @@ static void wb_destroy(struct wb_device *wb)
 		wb->flush_wq = NULL;	/* wb_set_dead must not queue work on it */
 	}
 
-	kvfree(wb->wb_entries);
+	kvfree(wb->writeback_entries);
 	vfree(wb->rc_data);
 	kvfree(wb->rc_hash);
 	kvfree(wb->rc_sorted);
@@ -1056,7 +228,9 @@ static int wb_alloc_metadata(struct wb_device *wb)
 	wb->rc_nr_free = wb->rc_nr;
 	atomic_set(&wb->rc_pending, wb->rc_nr);
 	wb->rc_last_sector = ~(sector_t)0;
-	wb->rc_hash_bits = ilog2(roundup_pow_of_two(wb->rc_nr));
+	/* hash_64() needs 1..64 bits: one cell (a legal table line) has 0. */
+	wb->rc_hash_bits = max_t(unsigned int, 1,
+				 ilog2(roundup_pow_of_two(wb->rc_nr)));
 	wb->rc_cells = kvcalloc(wb->rc_nr, sizeof(*wb->rc_cells), GFP_KERNEL);
 	wb->rc_sorted = kvcalloc(wb->rc_nr, sizeof(*wb->rc_sorted), GFP_KERNEL);
 	wb->rc_hash = kvcalloc(1U << wb->rc_hash_bits, sizeof(*wb->rc_hash),
@@ -1065,12 +239,13 @@ static int wb_alloc_metadata(struct wb_device *wb)
 		return -ENOMEM;
 	if (wb->tunable[WB_T_READ_CACHE_THRESHOLD] && wb_rc_alloc_data(wb))
 		return -ENOMEM;
-	wb->wb_entries = kvcalloc(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT,
-				  sizeof(*wb->wb_entries), GFP_KERNEL);
+	wb->writeback_entries = kvcalloc(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT,
+					 sizeof(*wb->writeback_entries),
+					 GFP_KERNEL);
 	wb->bounce = (void *)__get_free_page(GFP_KERNEL);
 	wb->bounce2 = (void *)__get_free_page(GFP_KERNEL);
 	wb->zero_block = (void *)get_zeroed_page(GFP_KERNEL);
-	if (!wb->wb_entries || !wb->bounce || !wb->bounce2 || !wb->zero_block)
+	if (!wb->writeback_entries || !wb->bounce || !wb->bounce2 || !wb->zero_block)
 		return -ENOMEM;
 	return 0;
 }
@@ -1107,7 +282,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		return -EINVAL;
 	}
 	/* Replay and writeback write both devices, even with no writes above. */
-	if (!(dm_table_get_mode(ti->table) & FMODE_WRITE)) {
+	if (!(dm_table_get_mode(ti->table) & WB_TABLE_MODE_WRITE)) {
 		ti->error = "Read-only tables are not supported: replay and writeback write";
 		return -EROFS;
 	}
@@ -1124,8 +299,8 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	init_waitqueue_head(&wb->copy_wait);
 	init_waitqueue_head(&wb->commit_wait);
 	bio_list_init(&wb->commit_waiters);
-	init_waitqueue_head(&wb->wb_wait);
-	mutex_init(&wb->wb_batch_lock);
+	init_waitqueue_head(&wb->writeback_wait);
+	mutex_init(&wb->batch_lock);
 	INIT_LIST_HEAD(&wb->flush_queue);
 	INIT_LIST_HEAD(&wb->retained);
 	spin_lock_init(&wb->bio_lock);
@@ -1196,15 +371,9 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 
 	/* Only reads: a foreign device is refused before anything is written. */
-	r = wb_check_cache_signature(wb, &blank);
-	if (r == -EINVAL) {
-		ti->error = "The cache device is neither a writeboost cache nor blank (see log)";
+	r = wb_check_cache_signature(wb, &blank, &ti->error);
+	if (r)
 		goto bad;
-	}
-	if (r) {
-		ti->error = "Cannot read the superblock of the cache device";
-		goto bad;
-	}
 
 	wb->io_wq = alloc_ordered_workqueue("wbkit_io", WQ_MEM_RECLAIM);
 	/* High priority: flush/FUA bios wait for it (group commit). */
@@ -1260,12 +429,15 @@ static void writeboost_postsuspend(struct dm_target *ti)
 	 */
 	flush_work(&wb->rc_work);
 	wb_stop_daemons(wb);
-	if (!test_bit(WB_F_STARTED, &wb->flags))
-		return;
-	if (wb_wait_flushed(wb, wb_seal_for_flush(wb)))
-		return;
-	/* Segments go without FUA unless a bio waits: make them durable. */
-	wb_flush_dev(wb, WB_DEV_CACHE);
+	if (test_bit(WB_F_STARTED, &wb->flags) &&
+	    !wb_wait_flushed(wb, wb_seal_for_flush(wb)))
+		/* Segments go without FUA unless a bio waits: make them durable. */
+		wb_flush_dev(wb, WB_DEV_CACHE);
+	/*
+	 * The flusher may still be running a round it started before (a
+	 * cache flush for commits, completing waiters); quiet means it ended.
+	 */
+	flush_work(&wb->flush_work);
 }
 
 /*
@@ -1290,7 +462,7 @@ static int wb_write_around_start(struct wb_device *wb)
 	if (READ_ONCE(wb->last_writeback_id) < id) {
 		DMINFO("write_around_mode 1: writing back the replayed log first");
 		atomic_inc(&wb->drop_caches);
-		wake_up(&wb->wb_wait);
+		wake_up(&wb->writeback_wait);
 		r = wait_event_killable(wb->wait,
 					READ_ONCE(wb->last_writeback_id) >= id ||
 					wb_dead(wb));
@@ -1334,7 +506,7 @@ static int writeboost_preresume(struct dm_target *ti)
 		}
 		set_bit(WB_F_STARTED, &wb->flags);
 	}
-	if (!wb->wb_task) {
+	if (!wb->writeback_task) {
 		r = wb_start_daemons(wb);
 		if (r) {
 			DMERR("cannot start the writeback and periodic threads (%d)",
@@ -1342,8 +514,14 @@ static int writeboost_preresume(struct dm_target *ti)
 			return r;
 		}
 	}
-	if (wb->write_around)
-		return wb_write_around_start(wb);
+	if (wb->write_around) {
+		r = wb_write_around_start(wb);
+		if (r) {
+			/* The device stays suspended: quiet, as after postsuspend. */
+			wb_stop_daemons(wb);
+			return r;
+		}
+	}
 	return 0;
 }
 
@@ -1352,7 +530,7 @@ static void writeboost_resume(struct dm_target *ti)
 	struct wb_device *wb = ti->private;
 
 	clear_bit(WB_F_SUSPENDED, &wb->flags);
-	wake_up(&wb->wb_wait);
+	wake_up(&wb->writeback_wait);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1373,8 +551,14 @@ static int wb_drop_caches(struct wb_device *wb)
 	if (test_bit(WB_F_SUSPENDED, &wb->flags)) {
 		r = 0;
 		atomic_inc(&wb->drop_caches);
-		while (!wb_dead(wb) && READ_ONCE(wb->last_writeback_id) <
-				       READ_ONCE(wb->last_flushed_id)) {
+		/*
+		 * Only while still suspended: once resumed, the daemon writes
+		 * back and this caller waits for it below (a resume that
+		 * interrupts this loop must not leave two writers).
+		 */
+		while (!wb_dead(wb) && test_bit(WB_F_SUSPENDED, &wb->flags) &&
+		       READ_ONCE(wb->last_writeback_id) <
+		       READ_ONCE(wb->last_flushed_id)) {
 			if (fatal_signal_pending(current)) {
 				r = -EINTR;
 				break;
@@ -1382,11 +566,14 @@ static int wb_drop_caches(struct wb_device *wb)
 			wb_writeback_batch(wb);
 		}
 		atomic_dec(&wb->drop_caches);
-		return wb_dead(wb) ? -EIO : r;
+		if (r || wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags) ||
+		    READ_ONCE(wb->last_writeback_id) >=
+		    READ_ONCE(wb->last_flushed_id))
+			return wb_dead(wb) ? -EIO : r;
 	}
 	atomic_inc(&wb->drop_caches);
 	id = wb_seal_for_flush(wb);
-	wake_up(&wb->wb_wait);
+	wake_up(&wb->writeback_wait);
 	r = wait_event_interruptible(wb->wait,
 				     READ_ONCE(wb->last_writeback_id) >= id ||
 				     wb_dead(wb) ||
@@ -1400,9 +587,30 @@ static int wb_drop_caches(struct wb_device *wb)
 }
 
 /*
+ * The reply to dead_cause: "alive", or <cache|backing> <read|write|flush>
+ * <sector> <errno>, e.g. "cache write 5120 -5".
+ */
+static void wb_emit_dead_cause(struct wb_device *wb, char *result,
+			       unsigned int maxlen)
+{
+	unsigned int sz = 0;
+
+	if (!wb_dead(wb)) {
+		DMEMIT("alive");
+		return;
+	}
+	smp_rmb();	/* pairs with wb_set_dead: cause before flag */
+	DMEMIT("%s %s %llu %d",
+	       wb->cause.dev == WB_DEV_CACHE ? "cache" : "backing",
+	       wb->cause.op, (unsigned long long)wb->cause.sector,
+	       wb->cause.err);
+}
+
+/*
  * dmsetup message <dev> 0 <key> <value>     (the tunables of the table line)
  * dmsetup message <dev> 0 drop_caches       (write back everything, wait)
  * dmsetup message <dev> 0 clear_stat
+ * dmsetup message <dev> 0 dead_cause        (replies why the target died)
  */
 static int writeboost_message(struct dm_target *ti, unsigned int argc,
 			      char **argv, char *result, unsigned int maxlen)
@@ -1410,6 +618,11 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 	struct wb_device *wb = ti->private;
 	unsigned int val;
 	int t;
+
+	if (argc == 1 && !strcasecmp(argv[0], "dead_cause")) {
+		wb_emit_dead_cause(wb, result, maxlen);
+		return 1;	/* the reply is in result */
+	}
 
 	if (argc == 1 && !strcasecmp(argv[0], "drop_caches"))
 		return wb_drop_caches(wb);
@@ -1420,7 +633,7 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 		return 0;
 	}
 	if (argc != 2) {
-		DMWARN("unknown message: use <key> <value>, drop_caches or clear_stat");
+		DMWARN("unknown message: use <key> <value>, drop_caches, clear_stat or dead_cause");
 		return -EINVAL;
 	}
 	t = wb_tunable_index(argv[0]);
@@ -1443,7 +656,7 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 		return -ENOMEM;
 	}
 	WRITE_ONCE(wb->tunable[t], val);
-	wake_up(&wb->wb_wait);
+	wake_up(&wb->writeback_wait);
 	return 0;
 }
 
@@ -1455,13 +668,13 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
  *   <stat * 16> <nr_partial_flushed>
  *   12 writeback_threshold <n> nr_cur_batched_writeback <n>
  *      sync_data_interval <n> update_sb_record_interval <n>
- *      read_cache_threshold <n> dead <cause>
+ *      read_cache_threshold <n> dead <0|1>
  *
  * The dead state is one more counted key/value pair (upstream has 10
- * tokens there), so a parser that trusts the count reads every token.
+ * tokens there), so a parser that trusts the count reads every token, and
+ * every value is an integer, as upstream's are. Its cause is in the kernel
+ * log and in the reply to the message dead_cause.
  * stat index = write << 3 | hit << 2 | on_buffer << 1 | fullsize.
- * cause is "-" while alive, else <cache|backing>:<read|write|flush>:
- * <sector>:<errno>, e.g. "cache:write:5120:-5".
  */
 static void writeboost_status(struct dm_target *ti, status_type_t type,
 			      unsigned int status_flags, char *result,
@@ -1494,15 +707,7 @@ static void writeboost_status(struct dm_target *ti, status_type_t type,
 		       READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]),
 		       READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]));
-		if (!wb_dead(wb)) {
-			DMEMIT(" dead -");
-		} else {
-			smp_rmb();	/* pairs with wb_set_dead: cause before flag */
-			DMEMIT(" dead %s:%s:%llu:%d",
-			       wb->cause.dev == WB_DEV_CACHE ? "cache" : "backing",
-			       wb->cause.op, (unsigned long long)wb->cause.sector,
-			       wb->cause.err);
-		}
+		DMEMIT(" dead %d", wb_dead(wb) ? 1 : 0);
 		break;
 
 	case STATUSTYPE_TABLE:
@@ -1536,8 +741,11 @@ static int writeboost_iterate_devices(struct dm_target *ti,
 static void writeboost_io_hints(struct dm_target *ti,
 				struct queue_limits *limits)
 {
-	/* Whole cache blocks are the cheap case: no merge with older data. */
-	blk_limits_io_opt(limits, WB_BLOCK_SIZE);
+	/*
+	 * Whole cache blocks are the cheap case: no merge with older data.
+	 * (blk_limits_io_opt, which only set this, is gone in 6.11.)
+	 */
+	limits->io_opt = WB_BLOCK_SIZE;
 }
 
 /*

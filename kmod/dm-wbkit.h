@@ -57,14 +57,16 @@
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/kthread.h>
+#include <linux/delay.h>
 #include <linux/list.h>
 #include <linux/types.h>
 
 #include "wbkit_format.h"
-
-#define DM_MSG_PREFIX "writeboost"
+#include "dm-wbkit-compat.h"
 
 #define WB_NR_RAMBUF		8	/* open and unwritten segments at most (as upstream) */
+/* Replay's torn-rewrite rule (wbkit_format.h) counts on this bound. */
+static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than replay allows for");
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
 /*
  * dm-writeboost allocates its 2048 read cache cells (8 MiB) whatever the
@@ -106,7 +108,14 @@ struct wb_metablock {
 	 * stays writable: its successor may not be on the cache device yet.
 	 */
 	bool obsolete;
-	u8 nr_copying;		/* under lock: writes copying into its block */
+	/*
+	 * Replay only: the dirty sectors a newer, partial entry of the block
+	 * left to this superseded one, written after the walk (see
+	 * wb_write_kept_sectors).
+	 */
+	u8 replay_keep;
+	/* Under lock: writes copying into its block (any number of them). */
+	unsigned int nr_copying;
 };
 
 /* One segment slot of the ring. */
@@ -144,7 +153,7 @@ struct wb_cause {
 };
 
 /* One dirty block scheduled for writeback. */
-struct wb_wb_entry {
+struct wb_writeback_entry {
 	sector_t sector;
 	u32 batch_idx;		/* which segment of the batch */
 	u8 idx;			/* block within the segment */
@@ -193,6 +202,17 @@ struct wb_per_bio {
 	u64 commit_id;		/* flush/FUA: completes once this id is durable */
 	struct bvec_iter iter;	/* WB_REMAP_READ_CACHE: the data, at map time */
 	u32 cell;		/* WB_REMAP_READ_CACHE */
+};
+
+/*
+ * What wb_read and wb_write did with a bio: finished it (or will, once its
+ * segment is durable), remapped it for the caller to submit, or left it
+ * for the worker because it needs a synchronous read first.
+ */
+enum wb_map_result {
+	WB_MAP_SUBMITTED,
+	WB_MAP_REMAPPED,
+	WB_MAP_DEFER,
 };
 
 /* Tunables, in dm-writeboost's order of its optional arguments. */
@@ -273,14 +293,14 @@ struct wb_device {
 	u64 last_seg_write_ns;		/* flusher only: how long the last one took */
 
 	/* Writeback daemon */
-	struct task_struct *wb_task;
-	struct mutex wb_batch_lock;	/* one writeback batch at a time */
-	wait_queue_head_t wb_wait;
-	/* Per segment of the batch, under wb_batch_lock: */
-	void *wb_data[WB_MAX_BATCH];	/* its data blocks */
-	void *wb_taken[WB_MAX_BATCH];	/* a pool buffer the batch read into */
-	bool wb_kept[WB_MAX_BATCH];	/* borrowed: seg->buf, off wb->retained */
-	struct wb_wb_entry *wb_entries;
+	struct task_struct *writeback_task;
+	struct mutex batch_lock;	/* one writeback batch at a time */
+	wait_queue_head_t writeback_wait;
+	/* Per segment of the batch, under batch_lock: */
+	void *batch_data[WB_MAX_BATCH];	/* its data blocks */
+	void *batch_taken[WB_MAX_BATCH];	/* a pool buffer the batch read into */
+	bool batch_kept[WB_MAX_BATCH];	/* borrowed: seg->buf, off wb->retained */
+	struct wb_writeback_entry *writeback_entries;
 	atomic_t drop_caches;
 	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
 
@@ -325,7 +345,7 @@ struct wb_device {
 	struct wb_cause cause;
 };
 
-/* dm-wbkit-metadata.c */
+/* dm-wbkit-metadata.c: dead state, I/O, hash table, format, replay */
 u32 wb_checksum(const void *seg_buf, u8 length);
 int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
 	       sector_t sector, void *buf, unsigned int len);
@@ -333,20 +353,12 @@ int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
 void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 		 u64 sector, int err);
 int wb_format_or_replay(struct wb_device *wb, char **error);
-int wb_check_cache_signature(struct wb_device *wb, bool *blank);
+int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
 void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
 struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
 void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);
 void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb);
-void wb_seal(struct wb_device *wb);
-void wb_commit(struct wb_device *wb);
-void wb_flush_work(struct work_struct *work);
-void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg);
-void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg);
-void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg);
-void wb_wait_free_buf(struct wb_device *wb);
-void *wb_take_buf(struct wb_device *wb);
 
 struct wb_aio {
 	atomic_t pending;
@@ -361,7 +373,36 @@ void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
 		   void *buf, unsigned int len);
 int wb_aio_wait(struct wb_aio *aio);
 
-/* dm-wbkit-daemon.c */
+/* dm-wbkit-flush.c: buffer pool, open segment, seal, group commit */
+int wb_get_cur(struct wb_device *wb);
+int wb_wait_flushed(struct wb_device *wb, u64 id);
+u64 wb_seal_for_flush(struct wb_device *wb);
+bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id);
+void wb_seal(struct wb_device *wb);
+void wb_commit(struct wb_device *wb);
+void wb_flush_work(struct work_struct *work);
+void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg);
+void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg);
+void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg);
+void wb_wait_free_buf(struct wb_device *wb);
+void *wb_take_buf(struct wb_device *wb);
+
+/* dm-wbkit-io.c: the bio path */
+int writeboost_map(struct dm_target *ti, struct bio *bio);
+int writeboost_end_io(struct dm_target *ti, struct bio *bio,
+		      blk_status_t *error);
+void wb_io_work(struct work_struct *work);
+
+/* dm-wbkit-rcache.c: read cache cells */
+int wb_rc_alloc_data(struct wb_device *wb);
+bool wb_rc_reserve(struct wb_device *wb, struct wb_per_bio *pb,
+		   sector_t block);
+void wb_rc_read_done(struct wb_device *wb, struct bio *bio,
+		     struct wb_per_bio *pb, bool failed);
+void wb_rc_invalidate(struct wb_device *wb, sector_t block);
+void wb_rc_work(struct work_struct *work);
+
+/* dm-wbkit-daemon.c: writeback, superblock record, data sync */
 void wb_writeback_batch(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
@@ -370,6 +411,38 @@ bool wb_should_writeback(struct wb_device *wb);
 static inline bool wb_dead(struct wb_device *wb)
 {
 	return test_bit(WB_F_DEAD, &wb->flags);
+}
+
+/*
+ * -ENOMEM from the block layer is no reason to die: it is waited out. True
+ * (after the wait) when the caller should try again.
+ */
+static inline bool wb_retry_after_nomem(int err)
+{
+	if (err != -ENOMEM)
+		return false;
+	msleep(100);
+	return true;
+}
+
+/*
+ * The next run of consecutive set bits of a block's sector bits, at or
+ * after *start: sectors [*start, *end). False when none is left. A block's
+ * dirty sectors go to the backing device as one write per run.
+ */
+static inline bool wb_next_run(u8 bits, unsigned int *start, unsigned int *end)
+{
+	unsigned int i = *start;
+
+	while (i < WB_BLOCK_SECTORS && !(bits & (1U << i)))
+		i++;
+	if (i == WB_BLOCK_SECTORS)
+		return false;
+	*start = i;
+	while (i < WB_BLOCK_SECTORS && (bits & (1U << i)))
+		i++;
+	*end = i;
+	return true;
 }
 
 /*
@@ -431,6 +504,19 @@ static inline sector_t wb_mb_cache_sector(struct wb_device *wb,
 					  struct wb_metablock *mb)
 {
 	return wb_data_block_sector(wb_mb_seg(wb, mb)->slot, wb_mb_idx(wb, mb));
+}
+
+/*
+ * The first logical block of a slot's header: it holds the id, the length
+ * and the checksum. Replay reads only it to find the ids, and a header is
+ * invalidated by zeroing only it: a single-block write cannot tear, so a
+ * zeroing write that a power cut interrupts leaves either the old header
+ * whole or an empty slot, never an old id over changed metablocks.
+ */
+static inline unsigned int wb_header_lbs(struct wb_device *wb)
+{
+	return max_t(unsigned int, WB_SECTOR_SIZE,
+		     bdev_logical_block_size(wb->cache_dev->bdev));
 }
 
 /* Bytes of a segment that a flush writes: header block plus data blocks. */

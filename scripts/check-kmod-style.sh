@@ -39,7 +39,7 @@ fi
 
 cd "$root"
 # The module's own sources; kbuild's generated dm-wbkit.mod.c is not one.
-files=(kmod/dm-wbkit.h kmod/dm-wbkit-*.c)
+files=(kmod/dm-wbkit*.h kmod/dm-wbkit-*.c)
 perl "$cache/scripts/checkpatch.pl" --no-tree --file --strict --terse --show-types \
 	--ignore LONG_LINE_STRING "${files[@]}" >"$cache/report.txt" 2>&1 || {
 	grep -v '^total: 0 errors, 0 warnings, 0 checks' "$cache/report.txt"

@@ -18,7 +18,8 @@
 #    segment in the middle of its log, so that the replay stops there,
 #    then new stamped writes with flushes: crash -> replay that stops
 #    mid-log -> new writes -> crash; the replay is the target's at
-#    construction, or the offline one of wbreplay --mark-clean first;
+#    construction (upstream only: dm-wbkit refuses a log that stops
+#    mid-way), or the offline one of wbreplay --mark-clean first;
 #  - ext4: mkfs.ext4 and fsynced files on the target (record-ext4.sh),
 #    each state checked with e2fsck and debugfs (ext4-check.sh).
 # Prints the workloads, the states checked per check and the failures, per
@@ -163,6 +164,9 @@ if wanted midlog; then
 		src=$out/rec/$target-both-s$first_seed
 		[ -f "$src/meta.kv" ] || continue
 		for how in midlog midlog-wbreplay; do
+			# dm-wbkit refuses a log that stops mid-way (scenario 75): the
+			# operator recovers offline first, which midlog-wbreplay is.
+			[ "$target/$how" = wbkit/midlog ] && continue
 			name=$target-$how
 			state=$out/work/$name-state
 			"$wbcrash" "$src" --save-state "$how" --save-to "$state" || { echo "FAIL saving a mid-log state of $src"; fail midlog; continue; }

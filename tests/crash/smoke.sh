@@ -26,6 +26,9 @@ trap 'rm -rf "$work" "$scratch"' EXIT
 cc -O2 -o "$work/wbstamp" "$root/tests/vm/wbstamp.c"
 
 failed=0 total=0
+# Recordings checked with in-order tears only, until re-recorded or until
+# the tools apply the torn-rewrite rule (docs/FORMAT.md, replay step 2).
+PREFIX_ONLY=${CRASH_PREFIX_ONLY-wbkit-midlog upstream-both upstream-cache}
 # count_states NAME MIN OUTPUT: adds the states a wbcrash run checked to
 # total; a recording with fewer than MIN proves too little.
 count_states() {
@@ -69,7 +72,11 @@ for fixture in "$root"/fixtures/crash/*/; do
 	# writes between them: more subsets per window.
 	subsets=${CRASH_SUBSETS:-2}
 	[ -f "$rec/base.img" ] && subsets=${CRASH_SUBSETS:-16}
-	out=$("$wbcrash" "$rec" --subsets "$subsets" --torn "${CRASH_TORN:-3}" --seed 1 \
+	# Tears in any sector order, except on recordings listed in
+	# PREFIX_ONLY (fixtures/crash/README.md says why each is there).
+	tears=()
+	[[ " $PREFIX_ONLY " != *" $name "* ]] || tears=(--torn-prefix-only)
+	out=$("$wbcrash" "$rec" "${tears[@]}" --subsets "$subsets" --torn "${CRASH_TORN:-3}" --seed 1 \
 		--max-windows "${CRASH_WINDOWS:-50}" --recovery-every 10 --keep "$keep") || failed=1
 	echo "$out"
 	# A recording where every state is trivially empty would prove nothing.

@@ -69,7 +69,7 @@ struct Options {
 	std::string stamp_image; // write the workload's image of writes 1..ops here and stop
 	std::uint64_t max_failures = 20;
 	bool emit_failing = false;    // emit the failing states (and only them)
-	bool torn_any_order = false;  // tears that skip sectors, not only prefixes
+	bool torn_any_order = true;  // tears that skip sectors, not only prefixes
 	unsigned recovery_every = 10; // every Nth passing state: cut the offline replay, rerun
 	std::string save_state;       // final|midlog|midlog-wbreplay: write that state as a recording's base and stop
 	std::string save_to;
@@ -323,9 +323,10 @@ private:
 		}
 	}
 
-	// Sectors of one write that reached the media when it was torn: a
-	// prefix (media that write a request in order), or with --torn-any-order
-	// any proper subset.
+	// Sectors of one write that reached the media when it was torn: any
+	// proper subset (a device may land the sectors of one request in any
+	// order), half of the time a prefix; with --torn-prefix-only always a
+	// prefix (media that write a request in order).
 	std::vector<bool> torn_sectors(std::size_t n)
 	{
 		std::vector<bool> mask(n);
@@ -865,7 +866,8 @@ int main(int argc, char** argv)
 	app.add_option("--emit-fraction", o.emit_fraction, "probability that a passing state is emitted");
 	app.add_option("--max-failures", o.max_failures, "keep images of at most this many failures");
 	app.add_flag("--emit-failing", o.emit_failing, "emit the failing states instead of passing ones");
-	app.add_flag("--torn-any-order", o.torn_any_order, "tear writes at any subset of their sectors, not only a prefix");
+	app.add_flag("--torn-any-order{true},--torn-prefix-only{false}", o.torn_any_order,
+		     "tear writes at any subset of their sectors (the default), or only at a prefix");
 	app.add_option("--recovery-every", o.recovery_every, "cut and rerun the offline replay on every Nth state (0: never)");
 	app.add_option("--stamp-image", o.stamp_image, "write the image of the whole workload here and stop");
 	app.add_option("--save-state", o.save_state,

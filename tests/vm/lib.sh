@@ -11,6 +11,11 @@ VM_WORK=${VM_WORK:-$VM_DIR/work}
 # Not fatal when absent: vm_available then says why the suite skips.
 VM_KVER=${VM_KVER:-$(ls /lib/modules 2>/dev/null | sort -V | tail -n 1 || true)}
 VM_KERNEL=${VM_KERNEL:-/boot/vmlinuz-$VM_KVER}
+# Where the kernel's modules are: modules of VM_KVER are looked up under
+# $VM_MODROOT/lib/modules/$VM_KVER (empty: the host's /lib/modules). The debug
+# kernel (scripts/build-kdebug.sh) points it at its `make modules_install`
+# output; what it builds in is found in modules.builtin, not copied.
+VM_MODROOT=${VM_MODROOT:-}
 VM_INITRD=$VM_WORK/initrd.gz
 VM_WBSTAMP=$VM_WORK/wbstamp
 VM_TIMEOUT=${VM_TIMEOUT:-240}
@@ -21,7 +26,7 @@ VM_MEM=${VM_MEM:-1024}	# guest RAM in MiB; a huge cache needs more for its metad
 VM_LOG_DIR=${VM_LOG_DIR:-$VM_WORK/logs}
 VM_LOG=
 VM_LOG_NEXT=${VM_LOG_NEXT:-}
-VM_UPSTREAM_KO=${VM_UPSTREAM_KO:-/lib/modules/$VM_KVER/updates/dkms/dm-writeboost.ko}
+VM_UPSTREAM_KO=${VM_UPSTREAM_KO:-$VM_MODROOT/lib/modules/$VM_KVER/updates/dkms/dm-writeboost.ko}
 VM_WBKIT_KO=${VM_WBKIT_KO:-$WBKIT_ROOT/kmod/dm-wbkit.ko}
 
 # Loaded by /init in this order: crc32c must exist before libcrc32c, and the
@@ -44,8 +49,19 @@ VM_HOST_FILES=(/etc/mke2fs.conf)
 
 # Console lines that mean the guest kernel went wrong even if the script
 # carried on. /init prints the kernel log at the end, so warnings that the
-# quiet console level hides are caught too.
-VM_FAIL_PATTERNS=${VM_FAIL_PATTERNS:-'Kernel panic|BUG: |Oops: |general protection fault|WARNING: CPU: |Call Trace:|UBSAN:|KASAN:'}
+# quiet console level hides are caught too. "] WARNING: " is any kernel
+# warning with a timestamp (WARN_ON, and lockdep's "possible circular
+# locking dependency", "inconsistent lock state", "suspicious RCU usage"...);
+# "BUG: " covers KASAN, "sleeping function called from invalid context" and
+# soft lockups; "blocked for more than" is the hung-task detector; ODEBUG is
+# CONFIG_DEBUG_OBJECTS. VM_FAIL_PATTERNS_EXTRA adds more (test-vm-debug: RCU stalls).
+VM_FAIL_PATTERNS=${VM_FAIL_PATTERNS:-'Kernel panic|BUG: |Oops: |general protection fault|WARNING: CPU: |\] WARNING: |Call Trace:|UBSAN:|KASAN:|blocked for more than|ODEBUG: '}${VM_FAIL_PATTERNS_EXTRA:+|$VM_FAIL_PATTERNS_EXTRA}
+# Shortly before the time limit, a watchdog in the guest prints the kernel
+# log and has the kernel dump the blocked tasks (sysrq w) and every task's
+# stack (sysrq t) to the console, so a hang leaves evidence in the log. It
+# fires VM_WATCHDOG_MARGIN seconds (default 20; 0: no watchdog) before the
+# limit, by the guest's clock, which qemu's RTC sets from the host's.
+VM_WATCHDOG_MARGIN=${VM_WATCHDOG_MARGIN:-20}
 
 vm_log() { echo "vm: $*" >&2; }
 
@@ -54,7 +70,7 @@ vm_log() { echo "vm: $*" >&2; }
 vm_available() {
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || { echo "qemu-system-x86_64 not installed"; return 1; }
 	[ -r "$VM_KERNEL" ] || { echo "kernel image $VM_KERNEL not readable"; return 1; }
-	[ -d "/lib/modules/$VM_KVER/kernel" ] || { echo "modules of $VM_KVER missing"; return 1; }
+	[ -d "$VM_MODROOT/lib/modules/$VM_KVER" ] || { echo "modules of $VM_KVER missing in $VM_MODROOT/lib/modules"; return 1; }
 	command -v busybox >/dev/null 2>&1 || { echo "busybox-static not installed"; return 1; }
 	return 0
 }
@@ -65,7 +81,8 @@ vm_has_wbkit() { [ -r "$VM_WBKIT_KO" ]; }
 _vm_module_files() {
 	local m
 	for m in "${VM_BOOT_MODULES[@]}" "${VM_EXTRA_MODULES[@]}"; do
-		modprobe -S "$VM_KVER" -D "$m" | awk '$1 == "insmod" { print $2 }'
+		# Built-in modules print "builtin <name>": nothing to copy.
+		modprobe ${VM_MODROOT:+-d "$VM_MODROOT"} -S "$VM_KVER" -D "$m" | awk '$1 == "insmod" { print $2 }'
 	done | sort -u
 }
 
@@ -74,7 +91,7 @@ _vm_module_files() {
 _vm_fingerprint() {
 	local f
 	{
-		echo "kver $VM_KVER"
+		echo "kver $VM_KVER modroot $VM_MODROOT"
 		sha256sum "$VM_DIR/lib.sh" "$VM_DIR/guest-lib.sh" "$VM_DIR/wbstamp.c"
 		for f in "$(command -v busybox)" "${VM_HOST_PROGRAMS[@]}" "${VM_HOST_FILES[@]}" "$VM_UPSTREAM_KO" "$VM_WBKIT_KO" $(_vm_module_files); do
 			if [ -e "$f" ]; then
@@ -115,7 +132,10 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 init_failed=0
+builtin=/lib/modules/\$(uname -r)/modules.builtin
 for m in ${VM_BOOT_MODULES[*]}; do
+	# Built in (the debug kernel): listed in modules.builtin, nothing to load.
+	grep -qE "/(\$(echo "\$m" | tr _ -)|\$(echo "\$m" | tr - _))\\.ko\$" "\$builtin" 2>/dev/null && continue
 	modprobe \$m || { echo "WB: init_error=modprobe_\$m"; init_failed=1; }
 done
 want=\$(sed -n 's/.*wb\.disks=\([0-9]*\).*/\1/p' /proc/cmdline)
@@ -135,8 +155,25 @@ fi
 # Boot messages are noise for the failure patterns; keep only what the test causes.
 dmesg -c >/dev/null
 echo "WB: guest_start=\$(cut -d' ' -f1 /proc/uptime)"
+# The watchdog (VM_WATCHDOG_MARGIN): at wb.watchdog=<epoch> by the clock qemu's
+# RTC set, the kernel log, blocked tasks and all stacks go to the console.
+wd=\$(sed -n 's/.*wb\.watchdog=\([0-9]*\).*/\1/p' /proc/cmdline)
+wd_pid=
+if [ -n "\$wd" ] && [ -w /proc/sysrq-trigger ]; then
+	(
+		while [ "\$(date +%s)" -lt "\$wd" ]; do sleep 1; done
+		echo "wbwatchdog: the script still runs close to the time limit: kernel log, then sysrq w (blocked tasks) and t (all tasks)"
+		dmesg | sed 's/^/dmesg: /'
+		echo 8 >/proc/sys/kernel/printk
+		echo w >/proc/sysrq-trigger
+		echo t >/proc/sysrq-trigger
+		echo "wbwatchdog: dump done"
+	) &
+	wd_pid=\$!
+fi
 sh "/dev/\$last"
 rc=\$?
+[ -z "\$wd_pid" ] || kill \$wd_pid 2>/dev/null
 echo "WB: guest_end=\$(cut -d' ' -f1 /proc/uptime)"
 dmesg | sed 's/^/dmesg: /'
 echo "WB: guest_exit=\$rc"
@@ -187,9 +224,9 @@ vm_prepare() {
 
 		local moddir=/lib/modules/$VM_KVER mod
 		mkdir -p "$root$moddir"
-		cp "$moddir"/modules.* "$root$moddir/"
+		cp "$VM_MODROOT$moddir"/modules.* "$root$moddir/"
 		for mod in $(_vm_module_files); do
-			install -D -m 0644 "$mod" "$root$mod"
+			install -D -m 0644 "$mod" "$root${mod#"$VM_MODROOT"}"
 		done
 		if vm_has_upstream; then
 			install -D -m 0644 "$VM_UPSTREAM_KO" "$root/lib/modules-extra/upstream/dm-writeboost.ko"
@@ -254,17 +291,23 @@ vm_run() {
 	# -net none: no NIC, so the BIOS does not spend seconds in the iPXE ROM.
 	# no_timer_check: on a loaded host TCG can miss the kernel's early
 	# IO-APIC timer check, which then panics ("IO-APIC + timer doesn't work").
-	local started=$SECONDS rc=0 limit=$((VM_TIMEOUT * VM_TIMEOUT_SCALE))
+	local started=$SECONDS rc=0 limit=$((VM_TIMEOUT * VM_TIMEOUT_SCALE)) watchdog=
+	if [ "$VM_WATCHDOG_MARGIN" -gt 0 ] && [ "$limit" -gt "$VM_WATCHDOG_MARGIN" ]; then
+		watchdog=" wb.watchdog=$(($(date +%s) + limit - VM_WATCHDOG_MARGIN))"
+	fi
 	timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -cpu max -m "$VM_MEM" -smp 2 \
-		-nographic -no-reboot -net none \
+		-nographic -no-reboot -net none -rtc base=utc \
 		-kernel "$VM_KERNEL" -initrd "$VM_INITRD" \
-		-append "console=ttyS0 quiet panic=-1 no_timer_check wb.disks=$(($# + 1))" \
+		-append "console=ttyS0 quiet panic=-1 no_timer_check wb.disks=$(($# + 1))$watchdog" \
 		"${drives[@]}" </dev/null >"$VM_LOG" 2>&1 || rc=$?
 	rm -f "$script_disk"
 	VM_ELAPSED=$((SECONDS - started))
 
-	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-		vm_log "timeout after ${limit}s, log: $VM_LOG"
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ] || tr -d '\r' <"$VM_LOG" | grep -q '^wbwatchdog: '; then
+		# The watchdog fired: a timeout, even if the script made it in the
+		# last seconds (its dump would look like a kernel problem).
+		vm_log "timeout after ${limit}s (watchdog: ${VM_WATCHDOG_MARGIN}s before), log: $VM_LOG"
+		_vm_watchdog_summary "$VM_LOG" >&2
 		return 124
 	fi
 	local guest_exit
@@ -284,6 +327,19 @@ vm_run() {
 	fi
 	[ "$guest_exit" = 0 ] || { vm_log "guest script exited $guest_exit, log: $VM_LOG"; return 1; }
 	return 0
+}
+
+# After a timeout: whether the watchdog dumped the tasks, and which were
+# blocked (sysrq w), with the first frames of their stacks.
+_vm_watchdog_summary() {
+	local log=${1:-$VM_LOG}
+	if ! tr -d '\r' <"$log" | grep -q '^wbwatchdog: '; then
+		echo "vm: no watchdog dump in the log (VM_WATCHDOG_MARGIN=$VM_WATCHDOG_MARGIN)"
+		return 0
+	fi
+	echo "vm: watchdog dump in the log; blocked tasks (sysrq w):"
+	tr -d '\r' <"$log" | sed -n '/sysrq: Show Blocked State/,/sysrq: Show State/p' |
+		grep -E 'task:|^\[[ 0-9.]*\]  [a-z_0-9]+\+0x' | head -n 40 | sed 's/^/    /'
 }
 
 # vm_result <key> [log]: the value of the last "WB: key=value" console line.

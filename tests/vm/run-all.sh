@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Runs every tests/vm/scenarios/*.sh (exit 0 pass, 77 skip, else fail) and
-# prints one line per scenario and a summary. Usage: run-all.sh BUILD_DIR
+# prints one line per scenario and a summary.
+# Usage: run-all.sh BUILD_DIR [SCENARIO...]
 # The scenarios get BUILD_DIR as WBKIT_BUILD_DIR (for the host tools) and
-# write their console logs under BUILD_DIR/vm-logs.
+# write their console logs under BUILD_DIR/vm-logs (or VM_LOG_DIR if set).
+# SCENARIO names (e.g. 00-upstream-smoke) run only those.
 set -euo pipefail
 
-if [ $# -ne 1 ]; then
-	echo "usage: $0 BUILD_DIR" >&2
+if [ $# -lt 1 ]; then
+	echo "usage: $0 BUILD_DIR [SCENARIO...]" >&2
 	exit 2
 fi
 mkdir -p "$1"
 WBKIT_BUILD_DIR=$(cd "$1" && pwd)
+shift
 export WBKIT_BUILD_DIR
-export VM_LOG_DIR=$WBKIT_BUILD_DIR/vm-logs
+export VM_LOG_DIR=${VM_LOG_DIR:-$WBKIT_BUILD_DIR/vm-logs}
 mkdir -p "$VM_LOG_DIR"
 
 source "$(dirname "$0")/lib.sh"
@@ -27,7 +30,17 @@ vm_prepare
 
 passed=0 failed=0 skipped=0
 suite_start=$SECONDS
-for scenario in "$VM_DIR"/scenarios/*.sh; do
+scenarios=()
+if [ $# -eq 0 ]; then
+	scenarios=("$VM_DIR"/scenarios/*.sh)
+else
+	for name in "$@"; do
+		name=$(basename "$name" .sh)
+		[ -f "$VM_DIR/scenarios/$name.sh" ] || { echo "no scenario $name in $VM_DIR/scenarios" >&2; exit 2; }
+		scenarios+=("$VM_DIR/scenarios/$name.sh")
+	done
+fi
+for scenario in "${scenarios[@]}"; do
 	[ -e "$scenario" ] || continue
 	name=$(basename "$scenario" .sh)
 	out=$VM_LOG_DIR/$name.out

@@ -39,9 +39,11 @@ sums() { echo "$($SHA256SUM </dev/vda | cut -c1-16)-$($SHA256SUM </dev/vdb | cut
 # check <case> <expected cause prefix>: dead, fast failure, frozen devices, removable.
 check() {
 	st=$(wb_dm_status wb)
+	cause=$($DMSETUP message wb 0 dead_cause)
 	wb_report "status_$1" "$st"
-	case "$st" in
-	*"dead $2"*) wb_report "dead_$1" yes ;;
+	wb_report "cause_$1" "$cause"
+	case "$st/$cause" in
+	*" dead 1/$2"*) wb_report "dead_$1" yes ;;
 	*) wb_report "dead_$1" no ;;
 	esac
 	before=$(sums)
@@ -62,7 +64,7 @@ setup cache_flakey
 swap cached "0 $LC flakey /dev/vdb 0 0 60 1 error_writes"
 $WBSTAMP write $dev --seed 41 --first 301 --ops 600 --size 8M --flush-every 50 >/dev/null 2>&1 &&
 	wb_report "wbstamp_fails_cache_flakey" no
-check cache_flakey "cache:write:"
+check cache_flakey "cache write "
 
 # 2. The cache device fails everything: a flush request kills the target.
 setup cache_error
@@ -70,26 +72,26 @@ $WBSTAMP write $dev --seed 41 --first 301 --ops 310 --size 8M --flush-every 0 >/
 swap cached "0 $LC error"
 sync
 echo x | $DD of=$dev bs=512 count=1 seek=1 conv=fsync oflag=direct 2>/dev/null && wb_report "flush_fails_early_cache_error" no
-check cache_error "cache:"
+check cache_error "cache "
 
 # 3. Backing writes fail: writeback (drop_caches) kills the target.
 setup backing_flakey
 swap backd "0 $LB flakey /dev/vda 0 0 60 1 error_writes"
 $DMSETUP message wb 0 drop_caches 2>/dev/null && wb_report "drop_fails_early_backing_flakey" no
-check backing_flakey "backing:write:"
+check backing_flakey "backing write "
 
 # 4. The backing device fails everything: a read miss kills the target.
 setup backing_error
 swap backd "0 $LB error"
 $DD if=$dev of=/dev/null bs=4k count=1 skip=3000 iflag=direct 2>/dev/null && wb_report "miss_fails_backing_error" no
-check backing_error "backing:read:"
+check backing_error "backing read "
 dmesg | grep -q "blocked for more than" && wb_report hung_task yes || wb_report hung_task no
 GUEST
 echo "fail-stop: ${VM_ELAPSED}s"
 [ "$rc" = 0 ] || exit 1
 fail=0
 for c in cache_flakey cache_error backing_flakey backing_error; do
-	echo "$c: $(vm_result "status_$c")"
+	echo "$c: $(vm_result "status_$c"), cause $(vm_result "cause_$c")"
 	for k in dead fast frozen removed; do
 		wbkit_expect "${k}_$c" yes || fail=1
 	done

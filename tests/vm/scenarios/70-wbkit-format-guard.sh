@@ -72,11 +72,13 @@ $DD if=/dev/urandom of=/dev/mapper/ew bs=4k count=4 seek=$((E / 8 - 1)) oflag=di
 	wb_fail "write into the cache failed"
 $DMSETUP message ew 0 drop_caches 2>/dev/null && wb_report drop_caches_succeeded yes
 wb_report write_status "$(wb_dm_status ew)"
+wb_report write_cause "$($DMSETUP message ew 0 dead_cause)"
 $DMSETUP remove ew || wb_fail "remove of the dead target failed"
 $DD if=/dev/zero of=/dev/vdf bs=4k count=1 oflag=direct 2>/dev/null
 wb_dm_create er "0 $LB writeboost /dev/mapper/bk /dev/vdf"
 $DD if=/dev/mapper/er of=/dev/null bs=512 count=2 skip=$((E + 3)) iflag=direct 2>/dev/null && wb_report read_succeeded yes
 wb_report read_status "$(wb_dm_status er)"
+wb_report read_cause "$($DMSETUP message er 0 dead_cause)"
 $DMSETUP remove er bk || wb_fail "remove failed"
 GUEST
 [ "$rc" = 0 ] || exit 1
@@ -107,10 +109,12 @@ wbkit_expect fresh_magic 74734257 || fail=1
 
 ws=$(vm_result write_status)
 rs=$(vm_result read_status)
-echo "backing write error: ${ws##*dead }"
-echo "backing read error:  ${rs##*dead }"
+echo "backing write error: $(vm_result write_cause)"
+echo "backing read error:  $(vm_result read_cause)"
 [ -z "$(vm_result drop_caches_succeeded)" ] || { echo "drop_caches succeeded over a failing block"; fail=1; }
 [ -z "$(vm_result read_succeeded)" ] || { echo "a read of a failing block succeeded"; fail=1; }
-case "$ws" in *"dead backing:write:4096:-5") ;; *) echo "write error: expected backing:write:4096:-5"; fail=1 ;; esac
-case "$rs" in *"dead backing:read:4099:-5") ;; *) echo "read error: expected backing:read:4099:-5"; fail=1 ;; esac
+case "$ws" in *" dead 1") ;; *) echo "write error: the status does not say dead 1"; fail=1 ;; esac
+case "$rs" in *" dead 1") ;; *) echo "read error: the status does not say dead 1"; fail=1 ;; esac
+wbkit_expect write_cause "backing write 4096 -5" || fail=1
+wbkit_expect read_cause "backing read 4099 -5" || fail=1
 exit $fail

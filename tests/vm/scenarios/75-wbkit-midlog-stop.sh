@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# A replay that stops in the middle of the log (one damaged segment) must
-# leave a disk that says what was replayed before the target goes live.
-# Otherwise the superblock record, still naming ids beyond the stop point,
-# makes the next replay treat the new segments (which reuse those ids) as
-# written back, and valid segments beyond the stop point with higher ids are
-# replayed after the new ones: flushed writes are lost either way.
+# A log that stops in the middle (one damaged segment, valid ones after it)
+# is refused by dm-wbkit's construction, which then writes nothing: replaying
+# the part before the damage would drop acknowledged segments after it. The
+# operator recovers offline, then the target takes the cache again and keeps
+# every flushed write from then on.
 #
 # 1. upstream dm-writeboost writes a wrapped log with a superblock record
 #    (drop_caches, record updated, then a few more segments);
 # 2. the host corrupts a segment a few ids below the record;
-# 3. dm-wbkit replays it, takes a stamped workload with flushes, power cut;
-# 4. wbdump finds nothing wrong with the cache; wbreplay replays copies;
-# 5. dm-wbkit replays again: every flushed write is there, and the logical
+# 3. dm-wbkit refuses to construct on it (the log names wbdump and
+#    wbrecover), and neither device changes;
+# 4. wbreplay --mark-clean --force replays the log up to the damage, zeroes
+#    the headers from the stop point on and records the replayed ids as
+#    written back;
+# 5. dm-wbkit takes the cache, a stamped workload with flushes, power cut;
+#    wbdump finds nothing wrong with the cache; wbreplay replays copies;
+# 6. dm-wbkit replays again: every flushed write is there, and the logical
 #    device equals wbreplay's result byte for byte.
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
@@ -81,9 +85,37 @@ PY
 [ -n "${bad:-}" ] || { echo "could not pick a segment to corrupt"; exit 1; }
 echo "record $record, max id $max_id, corrupted segment $bad"
 
-# --- 3. dm-wbkit replays, takes writes, power cut -------------------------
-W="--seed 72 --size 4M --ops 300 --flush-every 50"
+# --- 3. dm-wbkit refuses the damaged log, writing nothing -----------------
 TABLE='0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb'
+cache_before=$(sha256sum <"$work/cache.img")
+backing_before=$(sha256sum <"$work/backing.img")
+rc=0
+vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
+. /lib/wbguest.sh
+wb_load_target wbkit
+if \$DMSETUP create wb --table "$TABLE" 2>/dev/null; then
+	wb_report damaged created
+else
+	wb_report damaged refused
+fi
+dmesg | grep -q 'see wbdump and wbrecover' && wb_report damaged_message ok || wb_report damaged_message missing
+dmesg | grep writeboost | tail -3
+GUEST
+[ "$rc" = 0 ] || exit 1
+fail=0
+wbkit_expect damaged refused || fail=1
+wbkit_expect damaged_message ok || fail=1
+[ "$(sha256sum <"$work/cache.img")" = "$cache_before" ] || { echo "the refused cache was written"; fail=1; }
+[ "$(sha256sum <"$work/backing.img")" = "$backing_before" ] || { echo "the refused backing device was written"; fail=1; }
+
+# --- 4. offline recovery ----------------------------------------------------
+replay_rc=0
+"$wbreplay" --cache "$work/cache.img" --backing "$work/backing.img" --mark-clean --force -q || replay_rc=$?
+# exit 1: segments after the damage were not replayed (forced), as intended
+[ "$replay_rc" -le 1 ] || { echo "wbreplay --mark-clean --force failed ($replay_rc)"; exit 1; }
+
+# --- 5. dm-wbkit takes the cache, takes writes, power cut -------------------
+W="--seed 72 --size 4M --ops 300 --flush-every 50"
 rc=0
 vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
 . /lib/wbguest.sh
@@ -94,11 +126,10 @@ wb_report replayed "\$(wb_dm_status wb)"
 wb_report at_cut "\$(wb_dm_status wb)"
 GUEST
 [ "$rc" = 0 ] || exit 1
-echo "dm-wbkit after the stopped replay: $(vm_result replayed)"
+echo "dm-wbkit after the offline recovery: $(vm_result replayed)"
 echo "at the cut: $(vm_result at_cut)"
 [ "$(vm_result last_flushed)" = 300 ] || { echo "workload did not complete: $(vm_result last_flushed)"; exit 1; }
 
-fail=0
 dump_rc=0
 "$wbdump" "$work/cache.img" >"$work/wbdump.txt" 2>&1 || dump_rc=$?
 if [ "$dump_rc" != 0 ]; then
@@ -114,7 +145,7 @@ cp "$work/cache.img" "$work/offline-cache.img"
 	fail=1
 }
 
-# --- 5. dm-wbkit replays again ---------------------------------------------
+# --- 6. dm-wbkit replays again ---------------------------------------------
 rc=0
 vm_run - "$work/backing.img" "$work/cache.img" "$work/logical.img" <<GUEST || rc=$?
 . /lib/wbguest.sh

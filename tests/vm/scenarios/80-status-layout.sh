@@ -4,7 +4,8 @@
 # partial-flush count), then a count and exactly that many tokens as
 # key/value pairs, upstream's five tunables first and in its order. Run on
 # the upstream module first (the reference), then on dm-wbkit, in one boot;
-# a dead dm-wbkit must still parse, with its cause in the counted pairs.
+# a dead dm-wbkit must still parse: every value of the line is an integer
+# (dead 0 or 1), and the cause is the reply to the message dead_cause.
 # Also records the documented numbering difference: 100 writes to one block
 # after a format leave upstream's current_id at 2 (it logs an empty segment
 # 1 first), dm-wbkit's at 1 (kmod/README.md says why).
@@ -39,6 +40,7 @@ parse() {
 			if ($(24 + 2 * k) != want[k]) { print "pair " k " is " $(24 + 2 * k) ", not " want[k]; exit }
 			if ($(25 + 2 * k) !~ /^[0-9]+$/) { print want[k] " is not a number"; exit }
 		}
+		for (i = 27; i <= NF; i += 2) if ($i !~ /^[0-9]+$/) { print "the value of " $(i - 1) " is not a number: " $i; exit }
 		print "ok " n " " keys
 	}'
 }
@@ -71,6 +73,7 @@ $DD if=/dev/mapper/wb of=/dev/null bs=4k count=1 skip=3000 iflag=direct 2>/dev/n
 st=$(wb_dm_status wb)
 wb_report status_dead "$st"
 wb_report parse_dead "$(parse "$st")"
+wb_report cause_dead "$($DMSETUP message wb 0 dead_cause)"
 $DMSETUP remove wb bk || wb_fail "remove failed"
 GUEST
 [ "$rc" = 0 ] || exit 1
@@ -92,6 +95,7 @@ case "$(vm_result parse_dead)" in "ok 12 "*",dead") ;; *) echo "a dead dm-wbkit'
 echo "current_id after 100 writes to one block: upstream $(vm_result current_id_upstream), dm-wbkit $(vm_result current_id_wbkit)"
 wbkit_expect current_id_upstream 2 || fail=1
 wbkit_expect current_id_wbkit 1 || fail=1
-case "$(vm_result status_wbkit)" in *" dead -") ;; *) echo "alive, but the dead pair is not '-'"; fail=1 ;; esac
-case "$(vm_result status_dead)" in *" dead backing:read:24000:-5") ;; *) echo "dead cause is not backing:read:24000:-5"; fail=1 ;; esac
+case "$(vm_result status_wbkit)" in *" dead 0") ;; *) echo "alive, but the dead pair is not 0"; fail=1 ;; esac
+case "$(vm_result status_dead)" in *" dead 1") ;; *) echo "dead, but the dead pair is not 1"; fail=1 ;; esac
+wbkit_expect cause_dead "backing read 24000 -5" || fail=1
 exit $fail

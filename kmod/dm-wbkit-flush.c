@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-wbkit-flush.c - the segment buffer pool, the open segment,
+ * sealing, group commit and the segment writes to the cache device.
+ */
+#include <linux/ktime.h>
+#include <linux/vmalloc.h>
+
+#include "dm-wbkit.h"
+
+#define DM_MSG_PREFIX "writeboost"
+
+/* ---------------------------------------------------------------------- */
+/* Sealing and flushing segments: group commit */
+
+static bool wb_slot_free(struct wb_device *wb, u64 id)
+{
+	return wb_previous_lap_id(id, wb->nr_segments) <=
+	       READ_ONCE(wb->last_writeback_id);
+}
+
+/*
+ * Makes sure there is an open segment (it may be full: the caller seals a
+ * full one when it needs a new block and calls again). Called with wb->lock
+ * held; drops it while waiting for a RAM buffer or for the writeback of the
+ * segment that still occupies the next slot of the ring. Waiting here is
+ * safe in .map: the flusher and the writeback daemon never wait for a bio
+ * that the caller has not submitted yet.
+ */
+int wb_get_cur(struct wb_device *wb)
+{
+	struct wb_segment *seg;
+	unsigned int j;
+	u64 id;
+
+	while (!wb->cur) {
+		id = wb->last_sealed_id + 1;
+		if (wb_dead(wb))
+			return -EIO;
+		if (!wb_slot_free(wb, id)) {
+			wake_up(&wb->writeback_wait);
+			spin_unlock(&wb->lock);
+			wait_event(wb->wait, wb_slot_free(wb, id) || wb_dead(wb));
+			spin_lock(&wb->lock);
+			continue;
+		}
+		if (wb->nr_seg_bufs == WB_NR_RAMBUF) {
+			spin_unlock(&wb->lock);
+			wait_event(wb->wait, READ_ONCE(wb->nr_seg_bufs) <
+					     WB_NR_RAMBUF || wb_dead(wb));
+			spin_lock(&wb->lock);
+			continue;
+		}
+		if (!wb->nr_free_rambuf) {
+			wb_wait_free_buf(wb);
+			continue;
+		}
+
+		seg = wb_seg_of_id(wb, id);
+		/*
+		 * Written back: its hashed blocks are clean copies, dropped
+		 * from the lookup now. Reads already remapped to them finish
+		 * before the flusher writes the new segment here.
+		 */
+		for (j = 0; j < WB_BLOCKS_PER_SEGMENT; j++)
+			if (!hlist_unhashed(&seg->mb[j].ht_node))
+				wb_ht_del(wb, &seg->mb[j]);
+		/* A ring shorter than the pool: the slot still keeps its buffer. */
+		if (seg->buf) {
+			wb_reclaim_buf(wb, seg);
+			continue;
+		}
+		seg->id = id;
+		seg->length = 0;
+		seg->buf = wb->free_rambuf[--wb->nr_free_rambuf];
+		wb->nr_seg_bufs++;
+		memset(seg->buf, 0, WB_BLOCK_SIZE);
+		WRITE_ONCE(wb->cur, seg);
+	}
+	return 0;
+}
+
+int wb_wait_flushed(struct wb_device *wb, u64 id)
+{
+	wait_event(wb->wait, READ_ONCE(wb->last_flushed_id) >= id ||
+		   wb_dead(wb));
+	return wb_dead(wb) ? -EIO : 0;
+}
+
+/* Seals what is open and returns the id that must be flushed. */
+u64 wb_seal_for_flush(struct wb_device *wb)
+{
+	u64 id;
+
+	spin_lock(&wb->lock);
+	wb_seal(wb);
+	id = wb->last_sealed_id;
+	spin_unlock(&wb->lock);
+	return id;
+}
+
+/*
+ * Adds a flush/FUA bio to the commit waiters unless segment id is durable
+ * already. Called with wb->lock held; the caller kicks the flusher.
+ */
+bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id)
+{
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+
+	if (id <= wb->last_durable_id)
+		return false;
+	pb->commit_id = id;
+	bio_list_add(&wb->commit_waiters, bio);
+	wb->commit_id = max(wb->commit_id, id);
+	if (!wb->cur || id != wb->cur->id)
+		return true;
+	WRITE_ONCE(wb->nr_open_commits, wb->nr_open_commits + 1);
+	if (wb_commit_group_gathered(wb) && wq_has_sleeper(&wb->commit_wait))
+		wake_up(&wb->commit_wait);
+	return true;
+}
+
+void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg)
+{
+	if (atomic_dec_and_test(&seg->nr_dev_readers) &&
+	    wq_has_sleeper(&wb->copy_wait))
+		wake_up_all(&wb->copy_wait);
+}
+
+void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg)
+{
+	if (atomic_dec_and_test(&seg->nr_buf_readers) &&
+	    wq_has_sleeper(&wb->copy_wait))
+		wake_up_all(&wb->copy_wait);
+}
+
+/*
+ * Takes a segment's RAM buffer back into the pool (a kept one, or one whose
+ * write failed). Called with wb->lock held; drops it while reads still copy
+ * out of the buffer. Readers pin it only under the lock and through
+ * seg->buf, so none can start once seg->buf is NULL: they go to the cache
+ * device, which holds the same data (or fail, on a dead target).
+ */
+void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg)
+{
+	void *buf = seg->buf;
+
+	list_del_init(&seg->retain_node);
+	seg->buf = NULL;
+	if (atomic_read(&seg->nr_buf_readers)) {
+		spin_unlock(&wb->lock);
+		wait_event(wb->copy_wait, !atomic_read(&seg->nr_buf_readers));
+		spin_lock(&wb->lock);
+	}
+	wb->free_rambuf[wb->nr_free_rambuf++] = buf;
+}
+
+/*
+ * With no pool buffer free: takes back the oldest kept one, else waits until
+ * one is free or kept (or the target dies). Called with wb->lock held; drops
+ * it meanwhile, so the caller looks again. One is always free or kept, or
+ * about to be (another thread's wb_reclaim_buf): the pool holds
+ * WB_NR_RAMBUF segments and a whole writeback batch at once.
+ */
+void wb_wait_free_buf(struct wb_device *wb)
+{
+	if (!list_empty(&wb->retained)) {
+		wb_reclaim_buf(wb, list_first_entry(&wb->retained,
+						    struct wb_segment,
+						    retain_node));
+		return;
+	}
+	spin_unlock(&wb->lock);
+	wait_event(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
+		   !list_empty(&wb->retained) || wb_dead(wb));
+	spin_lock(&wb->lock);
+}
+
+/* A buffer from the pool. Called with wb->lock held; may drop it. */
+void *wb_take_buf(struct wb_device *wb)
+{
+	while (!wb->nr_free_rambuf)
+		wb_wait_free_buf(wb);
+	return wb->free_rambuf[--wb->nr_free_rambuf];
+}
+
+/*
+ * Hands the open segment to the flusher. Called with wb->lock held; an
+ * empty open segment stays open. Writes may still be copying into it
+ * (seg->nr_writers): the flusher waits for them.
+ */
+void wb_seal(struct wb_device *wb)
+{
+	struct wb_segment *seg = wb->cur;
+
+	if (!seg || !seg->length)
+		return;
+	WRITE_ONCE(wb->cur, NULL);
+	WRITE_ONCE(wb->nr_open_commits, 0);
+	WRITE_ONCE(wb->last_sealed_id, seg->id);
+	if (seg->length < WB_BLOCKS_PER_SEGMENT)
+		atomic64_inc(&wb->nr_partial_flushed);
+	list_add_tail(&seg->flush_node, &wb->flush_queue);
+	queue_work(wb->flush_wq, &wb->flush_work);
+}
+
+/* Everything written so far becomes durable on the cache device soon. */
+void wb_commit(struct wb_device *wb)
+{
+	spin_lock(&wb->lock);
+	wb_seal(wb);
+	wb->commit_id = max(wb->commit_id, wb->last_sealed_id);
+	spin_unlock(&wb->lock);
+	queue_work(wb->flush_wq, &wb->flush_work);
+}
+
+/*
+ * Completes the flush/FUA bios whose segment is durable. A dead target
+ * fails the others; a bio whose segment became durable before the death
+ * still succeeds: its data is on the cache device's media.
+ */
+static void wb_complete_commits(struct wb_device *wb)
+{
+	struct bio_list done = BIO_EMPTY_LIST, failed = BIO_EMPTY_LIST;
+	struct bio_list keep = BIO_EMPTY_LIST;
+	bool dead = wb_dead(wb);
+	unsigned int nr_done = 0;
+	struct bio *bio;
+
+	spin_lock(&wb->lock);
+	while ((bio = bio_list_pop(&wb->commit_waiters))) {
+		struct wb_per_bio *pb =
+			dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+
+		if (pb->commit_id <= wb->last_durable_id) {
+			bio_list_add(&done, bio);
+			nr_done++;
+		} else if (dead) {
+			bio_list_add(&failed, bio);
+		} else {
+			bio_list_add(&keep, bio);
+		}
+	}
+	wb->commit_waiters = keep;
+	if (nr_done)
+		WRITE_ONCE(wb->last_commit_group, nr_done);
+	spin_unlock(&wb->lock);
+	while ((bio = bio_list_pop(&done)))
+		bio_endio(bio);
+	while ((bio = bio_list_pop(&failed))) {
+		bio->bi_status = BLK_STS_IOERR;
+		bio_endio(bio);
+	}
+}
+
+static bool wb_copies_done(struct wb_device *wb, struct wb_segment *seg)
+{
+	bool done;
+
+	spin_lock(&wb->lock);
+	done = !seg->nr_writers;
+	spin_unlock(&wb->lock);
+	return done;
+}
+
+/*
+ * Writes one sealed segment to its slot. Durability (which write makes which
+ * earlier write durable):
+ * - The slot's old header must be invalid (zero) on media before any part of
+ *   this segment is: were it left in place, a torn write could put new data
+ *   behind it, and as the oldest slot of the ring its bad checksum would end
+ *   the log at its very start on replay. Z zeroes only the header's first
+ *   logical block (wb_header_lbs), which holds the id: one block cannot
+ *   tear, so a cut Z leaves the old header whole (a valid, written-back
+ *   segment) or an empty slot, never the old id over zeroed metablocks.
+ *   A slot zeroed at format time (made
+ *   durable by format's flush) needs nothing; otherwise a zero write Z goes
+ *   first, completes, and this segment's PREFLUSH makes Z durable before the
+ *   segment is written. Z for the next slot is written ahead, together with
+ *   this segment, when that slot is free already: the next segment's PREFLUSH
+ *   then covers it (zero_unflushed forces that PREFLUSH).
+ * - PREFLUSH also makes every earlier segment durable before this one, so
+ *   after a power cut only the newest segment can be torn. It is left out
+ *   when every earlier segment is durable already (last_durable_id >= id - 1)
+ *   and no zeroed header awaits a flush.
+ * - FUA makes this segment durable when the write completes. It is only
+ *   needed when a flush/FUA bio (or the periodic sync) waits for this segment
+ *   and no later segment is queued: otherwise the next segment's PREFLUSH
+ *   makes this one durable, and the waiters complete after that write.
+ */
+static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
+			     bool fua, struct wb_segment *zero_next)
+{
+	struct wb_segment_header_device *hdr;
+	sector_t start = wb_slot_start_sector(seg->slot);
+	bool preflush;
+	struct wb_aio aio;
+	blk_opf_t opf;
+	void *buf;
+	u64 started;
+	int err = 0;
+
+	wait_event(wb->copy_wait, wb_copies_done(wb, seg));
+	/*
+	 * Reads remapped to the clean copies the slot held before it was
+	 * reused finish first; none can start now (wb_get_cur unhashed them).
+	 */
+	wait_event(wb->copy_wait, !atomic_read(&seg->nr_dev_readers));
+
+	/* Sealed and every copy done: nothing writes to buf any more. */
+	buf = seg->buf;
+	hdr = buf;
+	hdr->id = cpu_to_le64(seg->id);
+	hdr->length = seg->length;
+	hdr->checksum = cpu_to_le32(wb_checksum(buf, seg->length));
+
+	if (!seg->header_zeroed) {
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE, start,
+				 wb->zero_block, wb_header_lbs(wb));
+		wb->zero_unflushed = true;
+	}
+	preflush = wb->zero_unflushed ||
+		   READ_ONCE(wb->last_durable_id) + 1 < seg->id;
+	opf = REQ_OP_WRITE | (preflush ? REQ_PREFLUSH : 0) | (fua ? REQ_FUA : 0);
+	started = ktime_get_ns();
+	while (!err) {
+		wb_aio_init(&aio);
+		wb_aio_submit(wb, &aio, WB_DEV_CACHE, opf, start, buf,
+			      wb_seg_bytes(seg->length));
+		if (zero_next)
+			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE,
+				      wb_slot_start_sector(zero_next->slot),
+				      wb->zero_block, wb_header_lbs(wb));
+		err = wb_aio_wait(&aio);
+		if (!wb_retry_after_nomem(err))
+			break;
+		err = 0;
+	}
+	if (err)
+		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
+	wb->last_seg_write_ns = ktime_get_ns() - started;
+
+	spin_lock(&wb->lock);
+	wb->nr_seg_bufs--;
+	if (err) {
+		/* The target is dead: new readers fail, the buffer goes back. */
+		wb_reclaim_buf(wb, seg);
+	} else {
+		list_add_tail(&seg->retain_node, &wb->retained);
+		seg->header_zeroed = false;
+		if (preflush)
+			wb->zero_unflushed = false;
+		if (zero_next) {
+			zero_next->header_zeroed = true;
+			wb->zero_unflushed = true;
+		}
+		if (fua)
+			WRITE_ONCE(wb->last_durable_id, seg->id);
+		else if (preflush)
+			WRITE_ONCE(wb->last_durable_id, seg->id - 1);
+		WRITE_ONCE(wb->last_flushed_id, seg->id);
+	}
+	spin_unlock(&wb->lock);
+	wake_up_all(&wb->wait);
+	wake_up(&wb->writeback_wait);
+}
+
+/*
+ * Before the open segment is sealed for flush/FUA bios: when the last
+ * commit completed more bios than wait in it now, their senders (O_DSYNC
+ * writers, journal commits) are likely sending the next ones. Waiting for
+ * them, at most as long as the last segment write took (and
+ * WB_GATHER_MAX_NS), lets one segment write complete them all instead of
+ * a write for the first and another for the rest: at worst one commit
+ * takes twice as long, and the writes per commit halve. A lone writer (a
+ * group of one) never waits. Called with wb->lock held; returns true when
+ * it dropped the lock to wait.
+ */
+static bool wb_gather_commits(struct wb_device *wb)
+{
+	struct wb_segment *seg = wb->cur;
+	u64 wait_ns;
+
+	if (!seg || seg->length == WB_BLOCKS_PER_SEGMENT ||
+	    wb_commit_group_gathered(wb))
+		return false;
+	wait_ns = min_t(u64, wb->last_seg_write_ns, WB_GATHER_MAX_NS);
+	spin_unlock(&wb->lock);
+	wait_event_hrtimeout(wb->commit_wait,
+			     READ_ONCE(wb->cur) != seg || wb_dead(wb) ||
+			     wb_commit_group_gathered(wb),
+			     ns_to_ktime(wait_ns));
+	spin_lock(&wb->lock);
+	return true;
+}
+
+/*
+ * Writes sealed segments to the cache device one at a time in id order (the
+ * workqueue is ordered, the queue is in id order) and completes the flush/FUA
+ * bios. Group commit: while a segment is being written, new flush/FUA bios
+ * gather in the open segment; the next round seals it and one segment write
+ * completes all of them. A commit with nothing new to write costs one cache
+ * flush, or nothing when its segment is durable already.
+ */
+void wb_flush_work(struct work_struct *work)
+{
+	struct wb_device *wb = container_of(work, struct wb_device, flush_work);
+	struct wb_segment *seg, *zero_next;
+	bool fua, flush_only, gathered = false;
+	u64 upto;
+
+	for (;;) {
+		spin_lock(&wb->lock);
+		if (wb_dead(wb)) {
+			spin_unlock(&wb->lock);
+			wb_complete_commits(wb);
+			return;
+		}
+		seg = list_first_entry_or_null(&wb->flush_queue,
+					       struct wb_segment, flush_node);
+		if (!seg && wb->commit_id > wb->last_sealed_id) {
+			/* Look again after a wait: a writer may have sealed. */
+			if (!gathered && wb_gather_commits(wb)) {
+				gathered = true;
+				spin_unlock(&wb->lock);
+				continue;
+			}
+			wb_seal(wb);
+			seg = list_first_entry_or_null(&wb->flush_queue,
+						       struct wb_segment,
+						       flush_node);
+		}
+		fua = false;
+		flush_only = false;
+		zero_next = NULL;
+		upto = wb->last_flushed_id;
+		if (seg) {
+			list_del_init(&seg->flush_node);
+			fua = wb->commit_id >= seg->id &&
+			      list_empty(&wb->flush_queue);
+			/*
+			 * The next slot's header can be zeroed now if its old
+			 * segment is written back (wb_slot_free) and it is a
+			 * different slot.
+			 */
+			if (wb->nr_segments > 1 && wb_slot_free(wb, seg->id + 1))
+				zero_next = wb_seg_of_id(wb, seg->id + 1);
+			if (zero_next && zero_next->header_zeroed)
+				zero_next = NULL;
+		} else {
+			flush_only = wb->commit_id > wb->last_durable_id;
+		}
+		spin_unlock(&wb->lock);
+
+		if (seg) {
+			wb_write_segment(wb, seg, fua, zero_next);
+			gathered = false;
+		} else if (flush_only) {
+			/* Every segment up to upto is written: make it durable. */
+			if (!wb_flush_dev(wb, WB_DEV_CACHE)) {
+				spin_lock(&wb->lock);
+				wb->zero_unflushed = false;
+				WRITE_ONCE(wb->last_durable_id,
+					   max(wb->last_durable_id, upto));
+				spin_unlock(&wb->lock);
+			}
+		} else {
+			break;
+		}
+		wb_complete_commits(wb);
+	}
+	wb_complete_commits(wb);
+}

@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-wbkit-io.c - the bio path: .map and .end_io, reads, writes,
+ * partial-write merges and the deferred worker.
+ */
+#include <linux/bio.h>
+
+#include "dm-wbkit.h"
+
+#define DM_MSG_PREFIX "writeboost"
+
+/* ---------------------------------------------------------------------- */
+/* Helpers */
+
+static u8 wb_bio_bits(unsigned int off, unsigned int n)
+{
+	return (u8)(((1U << n) - 1) << off);
+}
+
+static void wb_copy_from_bio(void *dst, struct bio *bio)
+{
+	struct bvec_iter iter;
+	struct bio_vec bv;
+
+	bio_for_each_segment(bv, bio, iter) {
+		memcpy_from_bvec(dst, &bv);
+		dst += bv.bv_len;
+	}
+}
+
+static void wb_copy_to_bio(struct bio *bio, const void *src)
+{
+	struct bvec_iter iter;
+	struct bio_vec bv;
+
+	bio_for_each_segment(bv, bio, iter) {
+		memcpy_to_bvec(&bv, src);
+		src += bv.bv_len;
+	}
+}
+
+static void wb_stat_inc(struct wb_device *wb, bool write, bool hit,
+			bool on_buffer, bool fullsize)
+{
+	atomic64_inc(&wb->stat[(write << 3) | (hit << 2) | (on_buffer << 1) |
+			       fullsize]);
+}
+
+/* Waits (lock dropped) until no write is copying into mb's block. */
+static void wb_wait_copied(struct wb_device *wb, struct wb_metablock *mb)
+{
+	spin_unlock(&wb->lock);
+	wait_event(wb->copy_wait, !READ_ONCE(mb->nr_copying));
+	spin_lock(&wb->lock);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Bio path */
+
+/* An empty flush: everything completed so far, durable on the cache device. */
+static void wb_flush_bio(struct wb_device *wb, struct bio *bio)
+{
+	bool waiting = false;
+	int err = 0;
+	u64 id;
+
+	spin_lock(&wb->lock);
+	if (wb_dead(wb)) {
+		err = -EIO;
+	} else {
+		id = wb->cur && wb->cur->length ? wb->cur->id :
+						  wb->last_sealed_id;
+		waiting = wb_add_commit_waiter(wb, bio, id);
+	}
+	spin_unlock(&wb->lock);
+	if (waiting) {
+		queue_work(wb->flush_wq, &wb->flush_work);
+		return;
+	}
+	bio->bi_status = errno_to_blk_status(err);
+	bio_endio(bio);
+}
+
+/*
+ * A write of up to one 4 KiB block (the target splits at 8 sectors). It
+ * takes its block of the open RAM buffer segment under the lock and copies
+ * its data outside it. A partial write merges the older dirty sectors of
+ * the block, so the newest copy always holds every dirty sector of its
+ * block; when that older copy is only on the cache device, the write goes
+ * to the worker (in_worker false: WB_MAP_DEFER), which reads it. REQ_PREFLUSH
+ * and REQ_FUA bios complete once their segment is durable (group commit,
+ * wb_flush_work); every other write completes here.
+ */
+static enum wb_map_result wb_write(struct wb_device *wb, struct bio *bio,
+				   sector_t sector, bool in_worker)
+{
+	sector_t block = sector & ~(sector_t)(WB_BLOCK_SECTORS - 1);
+	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
+	unsigned int n = bio_sectors(bio);
+	u8 bits = wb_bio_bits(off, n);
+	bool commit = bio->bi_opf & (REQ_PREFLUSH | REQ_FUA);
+	struct wb_metablock *merged = NULL, *old, *mb;
+	struct wb_metablock_device *md;
+	struct wb_segment *seg, *oseg;
+	bool on_buffer, waiting = false;
+	u64 merged_id = 0;
+	void *dst;
+	int err;
+
+	spin_lock(&wb->lock);
+retry:
+	err = wb_get_cur(wb);
+	if (err)
+		goto unlock;
+	seg = wb->cur;
+	old = wb_ht_lookup(wb, block);
+	on_buffer = old && wb_mb_seg(wb, old) == seg;
+	/*
+	 * A full segment stays open until a write needs a new block, as in
+	 * dm-writeboost: overwrites of its blocks still land in place and
+	 * count as on_buffer.
+	 */
+	if (!on_buffer && seg->length == WB_BLOCKS_PER_SEGMENT) {
+		wb_seal(wb);
+		goto retry;
+	}
+
+	if (on_buffer) {
+		/* Overwrite in place in the open segment. */
+		mb = old;
+		dst = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
+		if (!mb->dirty)
+			wb->nr_dirty++;
+		mb->dirty = true;
+		mb->data_bits |= bits;
+	} else {
+		/* A clean copy's sectors are all on the backing device. */
+		u8 keep = old && old->dirty ? old->data_bits & ~bits : 0;
+		const void *src = NULL;
+		u8 idx = seg->length;
+
+		if (keep) {
+			if (old->nr_copying) {
+				wb_wait_copied(wb, old);
+				goto retry;
+			}
+			oseg = wb_mb_seg(wb, old);
+			if (oseg->buf) {
+				src = oseg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, old));
+			} else if (merged == old && merged_id == oseg->id) {
+				/* Read below; the slot was pinned meanwhile. */
+				src = wb->bounce2;
+			} else if (!in_worker) {
+				spin_unlock(&wb->lock);
+				return WB_MAP_DEFER;
+			}
+			if (!src) {
+				sector_t cs = wb_mb_cache_sector(wb, old);
+
+				atomic_inc(&oseg->nr_dev_readers);
+				merged = old;
+				merged_id = oseg->id;
+				spin_unlock(&wb->lock);
+				err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, cs,
+						 wb->bounce2, WB_BLOCK_SIZE);
+				wb_unpin_dev(wb, oseg);
+				if (err)
+					goto done;
+				/* Newer writes may have come meanwhile: look again. */
+				spin_lock(&wb->lock);
+				goto retry;
+			}
+		}
+		mb = &seg->mb[idx];
+		dst = seg->buf + WB_BLOCK_SIZE * (1 + idx);
+		/*
+		 * Short (4 KiB) and only for partial writes: under the lock,
+		 * so that src stays put and a write into this block that
+		 * starts after the unlock cannot be overwritten by it.
+		 */
+		if (keep)
+			memcpy(dst, src, WB_BLOCK_SIZE);
+		else if (bits != WB_ALL_DIRTY)
+			/* Clean sectors are never read; keep them zero. */
+			memset(dst, 0, WB_BLOCK_SIZE);
+		if (old)
+			wb_ht_del(wb, old);
+		mb->sector = block;
+		mb->data_bits = bits | keep;
+		mb->dirty = true;
+		mb->obsolete = false;
+		wb_ht_add(wb, mb);
+		seg->length++;
+	}
+	wb_rc_invalidate(wb, block);
+	wb_stat_inc(wb, true, !!old, on_buffer, n == WB_BLOCK_SECTORS);
+
+	md = seg->buf + WB_METABLOCK_OFFSET(wb_mb_idx(wb, mb));
+	md->sector = cpu_to_le64(mb->sector);
+	md->dirty_bits = mb->data_bits;
+	mb->nr_copying++;
+	seg->nr_writers++;
+	spin_unlock(&wb->lock);
+
+	wb_copy_from_bio(dst + (off << WB_SECTOR_SHIFT), bio);
+
+	spin_lock(&wb->lock);
+	mb->nr_copying--;
+	seg->nr_writers--;
+	/* Only now: the flusher may complete the bio as soon as it is listed. */
+	if (commit && !wb_dead(wb))
+		waiting = wb_add_commit_waiter(wb, bio, seg->id);
+	err = commit && wb_dead(wb) ? -EIO : 0;
+	spin_unlock(&wb->lock);
+	if (wq_has_sleeper(&wb->copy_wait))
+		wake_up_all(&wb->copy_wait);
+	if (waiting) {
+		queue_work(wb->flush_wq, &wb->flush_work);
+		return WB_MAP_SUBMITTED;
+	}
+	goto done;
+unlock:
+	spin_unlock(&wb->lock);
+done:
+	bio->bi_status = errno_to_blk_status(err);
+	bio_endio(bio);
+	return WB_MAP_SUBMITTED;
+}
+
+static void wb_remap_backing(struct wb_device *wb, struct bio *bio,
+			     sector_t sector)
+{
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+
+	pb->remap = WB_REMAP_BACKING;
+	pb->sector = sector;
+	pb->op = op_is_write(bio_op(bio)) ?
+		 (bio_sectors(bio) ? "write" : "flush") : "read";
+	bio_set_dev(bio, wb->backing_dev->bdev);
+	bio->bi_iter.bi_sector = sector;
+}
+
+/*
+ * write_around_mode 1: writes (and flushes) go to the backing device. The
+ * lookup holds clean copies only (the mode starts with everything written
+ * back and never logs a write), so a copy of the block just leaves it, and
+ * a staged read-cache cell of the block is cancelled.
+ */
+static int wb_write_around(struct wb_device *wb, struct bio *bio,
+			   sector_t sector)
+{
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+	sector_t block = sector & ~(sector_t)(WB_BLOCK_SECTORS - 1);
+	unsigned int n = bio_sectors(bio);
+	struct wb_metablock *old;
+
+	spin_lock(&wb->lock);
+	if (n) {
+		old = wb_ht_lookup(wb, block);
+		wb_stat_inc(wb, true, !!old,
+			    old && wb->cur && wb_mb_seg(wb, old) == wb->cur,
+			    n == WB_BLOCK_SECTORS);
+		if (old)
+			wb_ht_del(wb, old);
+		wb_rc_invalidate(wb, block);
+	}
+	atomic_inc(&wb->nr_wa_inflight);
+	spin_unlock(&wb->lock);
+	wb_remap_backing(wb, bio, sector);
+	pb->remap = WB_REMAP_WRITE_AROUND;
+	return DM_MAPIO_REMAPPED;
+}
+
+/*
+ * A read hit of a block partly on the cache (or in a RAM buffer) and partly
+ * on the backing device: synchronous reads of both, merged. Worker only.
+ * Called with wb->lock held and mb's copies done; returns unlocked.
+ */
+static int wb_read_merge(struct wb_device *wb, struct bio *bio,
+			 sector_t sector, struct wb_metablock *mb, u8 dirty)
+{
+	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
+	unsigned int n = bio_sectors(bio), j;
+	struct wb_segment *seg = wb_mb_seg(wb, mb);
+	sector_t cs = wb_mb_cache_sector(wb, mb);
+	const void *src = NULL;
+	void *buf = wb->bounce;
+	bool from_buf = seg->buf;
+	int err;
+
+	if (from_buf) {
+		atomic_inc(&seg->nr_buf_readers);
+		src = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
+	} else {
+		atomic_inc(&seg->nr_dev_readers);
+	}
+	spin_unlock(&wb->lock);
+
+	err = wb_sync_io(wb, WB_DEV_BACKING, REQ_OP_READ, sector,
+			 buf + (off << WB_SECTOR_SHIFT), n << WB_SECTOR_SHIFT);
+	if (!err && !src) {
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, cs, wb->bounce2,
+				 WB_BLOCK_SIZE);
+		src = wb->bounce2;
+	}
+	if (!err)
+		for (j = 0; j < WB_BLOCK_SECTORS; j++)
+			if (dirty & (1U << j))
+				memcpy(buf + (j << WB_SECTOR_SHIFT),
+				       src + (j << WB_SECTOR_SHIFT),
+				       WB_SECTOR_SIZE);
+	if (from_buf)
+		wb_unpin_buf(wb, seg);
+	else
+		wb_unpin_dev(wb, seg);
+	if (!err)
+		wb_copy_to_bio(bio, buf + (off << WB_SECTOR_SHIFT));
+	return err;
+}
+
+/*
+ * A read of up to one block. A miss is remapped to the backing device; a
+ * hit whose sectors are all in the newest copy (dirty or clean) is copied
+ * from the RAM buffer (without the lock: the buffer is pinned) or remapped
+ * to the copy on the cache device (the slot is pinned until the bio ends, so
+ * it cannot be reused meanwhile). A clean copy that lacks some of the
+ * sectors is remapped to the backing device, which holds all of them. A
+ * dirty hit that also needs sectors of the backing device goes to the
+ * worker (in_worker false) or is merged there.
+ * Statistics count each bio once, as dm-writeboost does: where it is served.
+ * Returns WB_MAP_REMAPPED (the caller submits), WB_MAP_SUBMITTED or
+ * WB_MAP_DEFER.
+ */
+static enum wb_map_result wb_read(struct wb_device *wb, struct bio *bio,
+				  sector_t sector, bool in_worker)
+{
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+	unsigned int off = sector & (WB_BLOCK_SECTORS - 1);
+	unsigned int n = bio_sectors(bio);
+	u8 want = wb_bio_bits(off, n), dirty;
+	struct wb_metablock *mb;
+	struct wb_segment *seg;
+	const void *src;
+	int err = 0;
+
+	spin_lock(&wb->lock);
+retry:
+	if (wb_dead(wb)) {
+		spin_unlock(&wb->lock);
+		err = -EIO;
+		goto done;
+	}
+	mb = wb_ht_lookup(wb, sector & ~(sector_t)(WB_BLOCK_SECTORS - 1));
+	if (!mb) {
+		/* Partial reads are never cached. */
+		bool staged = n == WB_BLOCK_SECTORS &&
+			      wb_rc_reserve(wb, pb, sector);
+
+		spin_unlock(&wb->lock);
+		wb_stat_inc(wb, false, false, false, n == WB_BLOCK_SECTORS);
+		wb_remap_backing(wb, bio, sector);
+		if (staged) {
+			pb->remap = WB_REMAP_READ_CACHE;
+			pb->iter = bio->bi_iter;
+		}
+		return WB_MAP_REMAPPED;
+	}
+	if (mb->nr_copying) {
+		wb_wait_copied(wb, mb);
+		goto retry;
+	}
+	seg = wb_mb_seg(wb, mb);
+	dirty = mb->data_bits & want;
+	if (dirty != want && mb->dirty && !in_worker) {
+		spin_unlock(&wb->lock);
+		return WB_MAP_DEFER;	/* the worker counts it */
+	}
+	wb_stat_inc(wb, false, true, seg == wb->cur, n == WB_BLOCK_SECTORS);
+	if (dirty != want && !mb->dirty) {
+		spin_unlock(&wb->lock);
+		wb_remap_backing(wb, bio, sector);
+		return WB_MAP_REMAPPED;
+	}
+	if (dirty != want) {
+		err = wb_read_merge(wb, bio, sector, mb, dirty);
+		goto done;
+	}
+	if (seg->buf) {
+		atomic_inc(&seg->nr_buf_readers);
+		src = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
+		spin_unlock(&wb->lock);
+		wb_copy_to_bio(bio, src + (off << WB_SECTOR_SHIFT));
+		wb_unpin_buf(wb, seg);
+		goto done;
+	}
+	atomic_inc(&seg->nr_dev_readers);
+	pb->remap = WB_REMAP_CACHE;
+	pb->seg = seg;
+	pb->sector = wb_mb_cache_sector(wb, mb) + off;
+	spin_unlock(&wb->lock);
+	bio_set_dev(bio, wb->cache_dev->bdev);
+	bio->bi_iter.bi_sector = pb->sector;
+	return WB_MAP_REMAPPED;
+done:
+	bio->bi_status = errno_to_blk_status(err);
+	bio_endio(bio);
+	return WB_MAP_SUBMITTED;
+}
+
+static void wb_defer(struct wb_device *wb, struct bio *bio)
+{
+	spin_lock_irq(&wb->bio_lock);
+	bio_list_add(&wb->deferred, bio);
+	spin_unlock_irq(&wb->bio_lock);
+	queue_work(wb->io_wq, &wb->io_work);
+}
+
+/* The bios .map cannot finish without waiting for a read: one at a time. */
+void wb_io_work(struct work_struct *work)
+{
+	struct wb_device *wb = container_of(work, struct wb_device, io_work);
+	struct bio_list bios;
+	struct bio *bio;
+
+	spin_lock_irq(&wb->bio_lock);
+	bios = wb->deferred;
+	bio_list_init(&wb->deferred);
+	spin_unlock_irq(&wb->bio_lock);
+
+	while ((bio = bio_list_pop(&bios))) {
+		sector_t sector = dm_target_offset(wb->ti, bio->bi_iter.bi_sector);
+
+		if (bio_op(bio) == REQ_OP_WRITE)
+			wb_write(wb, bio, sector, true);
+		else if (wb_read(wb, bio, sector, true) == WB_MAP_REMAPPED)
+			dm_submit_bio_remap(bio, NULL);
+		cond_resched();
+	}
+}
+
+/*
+ * Bios are handled here, in the submitter's context; see wb_write and
+ * wb_read for the few that go to the worker. A dead target fails them.
+ */
+int writeboost_map(struct dm_target *ti, struct bio *bio)
+{
+	struct wb_device *wb = ti->private;
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+	sector_t sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
+	enum wb_map_result r;
+
+	pb->remap = WB_REMAP_NONE;
+	if (wb_dead(wb))
+		return DM_MAPIO_KILL;
+
+	if (wb->write_around && bio_op(bio) == REQ_OP_WRITE)
+		return wb_write_around(wb, bio, sector);
+	if (!bio_sectors(bio)) {
+		if (bio->bi_opf & REQ_PREFLUSH) {
+			wb_flush_bio(wb, bio);
+			return DM_MAPIO_SUBMITTED;
+		}
+		return DM_MAPIO_KILL;
+	}
+	switch (bio_op(bio)) {
+	case REQ_OP_WRITE:
+		r = wb_write(wb, bio, sector, false);
+		break;
+	case REQ_OP_READ:
+		r = wb_read(wb, bio, sector, false);
+		break;
+	default:
+		return DM_MAPIO_KILL;
+	}
+	if (r == WB_MAP_REMAPPED)
+		return DM_MAPIO_REMAPPED;
+	if (r == WB_MAP_DEFER)
+		wb_defer(wb, bio);
+	return DM_MAPIO_SUBMITTED;
+}
+
+/* Remapped reads: unpin the slot; an error kills the target too. */
+int writeboost_end_io(struct dm_target *ti, struct bio *bio,
+		      blk_status_t *error)
+{
+	struct wb_device *wb = ti->private;
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+
+	if (pb->remap == WB_REMAP_NONE)
+		return DM_ENDIO_DONE;
+	if (pb->remap == WB_REMAP_CACHE)
+		wb_unpin_dev(wb, pb->seg);
+	if (pb->remap == WB_REMAP_READ_CACHE)
+		wb_rc_read_done(wb, bio, pb, *error != BLK_STS_OK);
+	if (pb->remap == WB_REMAP_WRITE_AROUND)
+		atomic_dec(&wb->nr_wa_inflight);
+	if (*error && *error != BLK_STS_AGAIN && *error != BLK_STS_RESOURCE)
+		wb_set_dead(wb, pb->remap == WB_REMAP_CACHE ? WB_DEV_CACHE :
+							       WB_DEV_BACKING,
+			    pb->remap == WB_REMAP_CACHE ? "read" : pb->op,
+			    pb->sector, blk_status_to_errno(*error));
+	return DM_ENDIO_DONE;
+}
