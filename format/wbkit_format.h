@@ -226,16 +226,23 @@ static inline __u64 wb_last_writeback_id(__u64 last_flushed_id,
  * writes into the slots in ring order, so every slot before this one was
  * reused too; what it was writing there never completed, so nothing of it
  * was acknowledged. The slots after it must hold ids that follow one
- * another, as always. Only in a ring that has wrapped (max_id >=
- * nr_segments): a writer rewrites only slots it has filled before, in
- * order, so before the first wrap no slot holds an older lap. Not with one
- * slot, nor at the newest slot, which is torn as the newest is.
+ * another, as always. Not with one slot, nor at the newest slot, which is
+ * torn as the newest is.
+ *
+ * Nor before the log has filled the ring once (max_id < nr_segments). Such
+ * a walk starts with never-written slots, where the writer's next segments
+ * go before it reuses any slot: reading a bad checksum after them as a torn
+ * rewrite would take every one of those writes to have left nothing on the
+ * media. Both readings are possible there; the rule keeps the one replay
+ * had before it, damage, so a first-lap log keeps the part before the bad
+ * segment (the device as it was at an earlier moment) instead of dropping
+ * that part and everything up to the bad segment.
  */
 static inline bool wb_torn_rewrite(__u64 step, __u64 slot_id, __u64 max_id,
 				   __u64 nr_segments)
 {
-	return step < WB_REWRITE_WINDOW && step + 1 < nr_segments &&
-	       max_id >= nr_segments && slot_id != 0 && max_id >= slot_id &&
+	return max_id >= nr_segments && step < WB_REWRITE_WINDOW &&
+	       step + 1 < nr_segments && slot_id != 0 && max_id >= slot_id &&
 	       max_id - slot_id == nr_segments - 1 - step;
 }
 

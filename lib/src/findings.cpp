@@ -38,6 +38,9 @@ constexpr std::array finding_table{
 		    "a segment's checksum is the bitwise NOT of the right one (dm-writeboost before 2.0.2)"},
 	FindingInfo{torn_newest_segment, "torn-newest-segment", info,
 		    "the newest segment is torn, as after a power loss; it held no acknowledged flush, and replay discards it"},
+	FindingInfo{torn_rewrite_skipped, "torn-rewrite-skipped", info,
+		    "a slot near the oldest was being rewritten when the power was cut; replay skips it and counts it and "
+		    "the segments before it as written back"},
 	FindingInfo{id_gap, "id-gap", error, "segment ids skip values in ring order"},
 	FindingInfo{id_repeat, "id-repeat", error, "segment ids repeat or go backwards in ring order"},
 	FindingInfo{valid_segments_discarded, "valid-segments-discarded", error,

@@ -345,6 +345,10 @@ private:
 				scan_.log.push_back(LogSegment{.slot = slot, .id = info.id, .length = info.length});
 				continue;
 			}
+			if (torn_rewrite(step, info)) {
+				skip_torn_rewrite(step, slot, info);
+				continue;
+			}
 			stopped = true;
 			scan_.stop_reason = meaning.stop;
 			scan_.stop_slot = slot;
@@ -356,6 +360,33 @@ private:
 			add(FindingCode::valid_segments_discarded, {.slot = scan_.stop_slot},
 			    fmt::format("{} good segment(s) after the stop point at slot {} are not part of the log",
 					scan_.discarded_segments, *scan_.stop_slot));
+	}
+
+	// docs/FORMAT.md replay step 2: a header that cannot be trusted (a checksum
+	// that fails, the legacy inverted one included, or an impossible length;
+	// not an unreadable one) in a slot a writer may have been rewriting.
+	bool torn_rewrite(std::uint64_t step, const SlotInfo& info) const
+	{
+		const bool untrusted = info.state == SlotState::checksum_mismatch ||
+				       info.state == SlotState::legacy_checksum ||
+				       info.state == SlotState::length_too_large;
+		return untrusted && wb_torn_rewrite(step, info.id, scan_.max_id, scan_.geometry.nr_segments);
+	}
+
+	// The log starts after the torn slot: what the walk applied so far is
+	// forgotten, and every id up to the slot's counts as written back
+	// (compute_writeback_point).
+	void skip_torn_rewrite(std::uint64_t step, std::uint64_t slot, const SlotInfo& info)
+	{
+		for (const LogSegment& seg : scan_.log)
+			scan_.slots[seg.slot].in_log = false;
+		add(FindingCode::torn_rewrite_skipped, {.slot = slot, .segment_id = info.id},
+		    fmt::format("segment {} ({}) holds the id one lap behind step {} of the walk: a rewrite the power cut "
+				"tore; the log starts after it, and it and the {} segment(s) before it count as written back",
+				info.id, slot_state_name(info.state), step, scan_.log.size()));
+		scan_.log.clear();
+		scan_.rewrite_slot = slot;
+		scan_.rewritten_id = info.id;
 	}
 
 	// The walk finds the checksum states; the others were reported when the slot was read.
@@ -390,7 +421,9 @@ private:
 		const std::uint64_t nr = scan_.geometry.nr_segments;
 		scan_.last_flushed_id = scan_.log.empty() ? 0 : scan_.log.back().id;
 		const std::uint64_t record = scan_.sb_record;
-		scan_.last_writeback_id = wb_last_writeback_id(scan_.last_flushed_id, record, nr);
+		// A torn rewrite the walk skipped proves its id, and every older one, written back.
+		scan_.last_writeback_id =
+			std::max<std::uint64_t>(wb_last_writeback_id(scan_.last_flushed_id, record, nr), scan_.rewritten_id);
 		for (LogSegment& seg : scan_.log)
 			seg.written_back = seg.id <= scan_.last_writeback_id;
 

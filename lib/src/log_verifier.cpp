@@ -24,6 +24,9 @@ struct LogVerifier::State {
 		: cache(cache), headers(headers), nr(headers.geometry.nr_segments),
 		  oldest(headers.max_id ? wb_oldest_slot(headers.max_id, nr) : 0), chunks((nr + chunk_steps - 1) / chunk_steps)
 	{
+		for (std::uint64_t step = 0; step < std::min<std::uint64_t>(WB_REWRITE_WINDOW, nr); ++step)
+			if (wb_torn_rewrite(step, headers.slots[wb_ring_slot(oldest, step, nr)].id, headers.max_id, nr))
+				last_rewrite_step = step;
 	}
 
 	// Ring steps per unit of work: 16 segments, 8 MiB.
@@ -104,6 +107,7 @@ struct LogVerifier::State {
 	const std::uint64_t nr;
 	const std::uint64_t oldest;
 	const std::uint64_t chunks;
+	std::uint64_t last_rewrite_step = 0; // the last ring step whose slot, failing, would be a torn rewrite
 	std::atomic<std::uint64_t> next_chunk = 0;
 	std::atomic<bool> stop = false;
 	std::atomic<std::uint64_t> first_failure = ~0ULL; // failed_step, for the threads to read without the lock
@@ -144,7 +148,11 @@ LogVerifier::~LogVerifier()
 bool LogVerifier::wait_until_verified(std::uint64_t slot)
 {
 	State& s = *state_;
-	const std::uint64_t step = s.ring_step(slot);
+	// A slot whose checksum fails can be a torn rewrite (wb_torn_rewrite):
+	// the verifying scan's log then starts after it, and a segment before it
+	// counts as written back (writing its data could roll newer data back).
+	// So a segment waits for every slot after it that could be one, too.
+	const std::uint64_t step = std::max(s.ring_step(slot), s.last_rewrite_step);
 	std::unique_lock lock(s.mutex);
 	s.changed.wait(lock, [&] { return step < s.valid_steps() || s.failed_step <= step || s.running == 0; });
 	return step < s.valid_steps();

@@ -119,6 +119,7 @@ public:
 		diagnose();
 		if (!options_.salvage)
 			note_record_hiding_segments();
+		note_torn_rewrite();
 		read_slots();
 		std::shared_ptr<const LogScan> policy = options_.salvage ? salvage_log() : kernel_;
 		account_slots(*policy);
@@ -153,6 +154,41 @@ private:
 				"the kernel takes every segment up to it as written back, so {} segment(s) up to {} are not "
 				"replayed; --salvage replays them",
 				k.sb_record, k.max_id, report_.record_hidden_segments, k.last_flushed_id));
+	}
+
+	// What upstream's replay, which stops at the first bad checksum, would
+	// have lost on a cache whose walk skipped a torn rewrite.
+	void note_torn_rewrite()
+	{
+		const LogScan& k = *kernel_;
+		if (!k.rewrite_slot)
+			return;
+		report_.torn_rewrite = RecoveryReport::TornRewrite{.slot = *k.rewrite_slot,
+								   .segment_id = k.rewritten_id,
+								   .upstream_dropped_segments = k.log.size(),
+								   .upstream_lost_sectors = k.dirty_sectors};
+		std::string dropped = "nothing after it";
+		if (!k.log.empty())
+			dropped = fmt::format("the {} segment(s) after it (ids {}..{}), the newest data of {} dirty sector(s)",
+					      k.log.size(), k.log.front().id, k.log.back().id, k.dirty_sectors);
+		report_.notes.push_back(fmt::format(
+			"slot {} (segment {}) was being rewritten when the power was cut (torn-rewrite-skipped): the log "
+			"starts after it, and segments up to {} count as written back. Upstream's replay stops at the first "
+			"checksum that fails, and would not replay {}",
+			*k.rewrite_slot, k.rewritten_id, k.rewritten_id, dropped));
+	}
+
+	// Whether the kernel's walk skipped this slot as a torn rewrite (the last
+	// one, or one before it).
+	bool skipped_as_torn_rewrite(const SlotRead& r) const
+	{
+		const LogScan& k = *kernel_;
+		if (!k.rewrite_slot || slot_state_info(r.verdict.state).in_log)
+			return false;
+		const std::uint64_t nr = k.geometry.nr_segments;
+		const std::uint64_t oldest = wb_oldest_slot(k.max_id, nr);
+		auto step = [&](std::uint64_t slot) { return slot >= oldest ? slot - oldest : slot + nr - oldest; };
+		return step(r.slot) <= step(*k.rewrite_slot);
 	}
 
 	// An unreadable superblock is one of the cases this tool is for; a
@@ -286,10 +322,12 @@ private:
 		std::sort(usable.begin(), usable.end(),
 			  [](const SlotRead* a, const SlotRead* b) { return a->header.id < b->header.id; });
 		s->last_flushed_id = usable.empty() ? 0 : usable.back()->header.id;
-		s->last_writeback_id = wb_last_writeback_id(s->last_flushed_id, s->sb_record, s->geometry.nr_segments);
+		// A torn rewrite proves its id and every older one written back, whatever the policy.
+		s->last_writeback_id = std::max<std::uint64_t>(
+			wb_last_writeback_id(s->last_flushed_id, s->sb_record, s->geometry.nr_segments), kernel_->rewritten_id);
 		if (record_past_log()) {
 			const std::uint64_t inferred = wb_previous_lap_id(s->last_flushed_id, s->geometry.nr_segments);
-			s->last_writeback_id = inferred;
+			s->last_writeback_id = std::max<std::uint64_t>(inferred, kernel_->rewritten_id);
 			report_.notes.push_back(fmt::format(
 				"the superblock record ({}) is past the newest segment id ({}), which cannot be true: no "
 				"segment newer than the newest was ever written back. Salvage ignores it and replays the "
@@ -316,10 +354,15 @@ private:
 		}
 		build_sector_index(*s, std::move(entries));
 
-		// One point in time only when salvage took exactly the kernel's log.
-		bool same = s->log.size() == kernel_->log.size();
-		for (std::size_t i = 0; same && i < s->log.size(); ++i)
-			same = s->log[i].slot == kernel_->log[i].slot;
+		// One point in time only when salvage took exactly the kernel's log
+		// (segments a torn rewrite counts as written back aside: they
+		// precede it, and no data of theirs is written).
+		std::size_t first = 0;
+		while (first < s->log.size() && s->log[first].id <= kernel_->rewritten_id)
+			++first;
+		bool same = s->log.size() - first == kernel_->log.size();
+		for (std::size_t i = 0; same && first + i < s->log.size(); ++i)
+			same = s->log[first + i].slot == kernel_->log[i].slot;
 		for (const SlotRead* r : usable)
 			for (unsigned i = 0; same && i < r->header.length; ++i)
 				same = r->metablock_known[i] && r->data_readable[i];
@@ -392,6 +435,8 @@ private:
 		const SegmentUse& v = r.verdict;
 		if (!r.header_known)
 			return v.reason;
+		if (!v.used && skipped_as_torn_rewrite(r))
+			return SegmentReason::torn_rewrite;
 		if (v.used) {
 			if (written_back)
 				return SegmentReason::already_written_back;

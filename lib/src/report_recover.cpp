@@ -89,6 +89,12 @@ nlohmann::json recovery_head(const RecoveryReport& r)
 		  {"bytes_written", r.bytes_written}}},
 		{"lost_sectors", r.lost_sectors()},
 		{"record_hidden_segments", r.record_hidden_segments},
+		{"torn_rewrite", r.torn_rewrite ? nlohmann::json{{"slot", r.torn_rewrite->slot},
+								 {"segment_id", r.torn_rewrite->segment_id},
+								 {"upstream_dropped_segments",
+								  r.torn_rewrite->upstream_dropped_segments},
+								 {"upstream_lost_sectors", r.torn_rewrite->upstream_lost_sectors}}
+						: nlohmann::json(nullptr)},
 		{"notes", r.notes},
 		{"nothing_lost", r.nothing_lost()},
 	};

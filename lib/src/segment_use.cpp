@@ -16,6 +16,8 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)
 	const std::uint64_t nr = scan.slots.size();
 	const std::uint64_t oldest = wb_oldest_slot(scan.max_id, nr);
 	bool after_stop = false;
+	// Up to a torn rewrite the walk skipped, every segment counts as written back.
+	bool up_to_rewrite = scan.rewrite_slot.has_value();
 	for (std::uint64_t step = 0; step < nr; ++step) {
 		const std::uint64_t slot = wb_ring_slot(oldest, step, nr);
 		const SlotInfo& info = scan.slots[slot];
@@ -25,7 +27,12 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)
 			.slot = slot, .id = info.id, .state = info.state, .in_kernel_log = info.in_log, .used = info.in_log};
 		const bool at_stop = scan.stop_slot && *scan.stop_slot == slot;
 		after_stop |= at_stop;
-		if (info.in_log) {
+		if (up_to_rewrite) {
+			// A good segment before it, or a torn rewrite (the skipped slot, or an earlier one).
+			use.reason = slot_state_info(info.state).in_log ? SegmentReason::already_written_back
+									: SegmentReason::torn_rewrite;
+			up_to_rewrite = slot != *scan.rewrite_slot;
+		} else if (info.in_log) {
 			const std::uint32_t pos = log_position[slot];
 			use.sectors_replayed = plan.sectors_per_segment()[pos];
 			if (scan.log[pos].written_back)

@@ -48,6 +48,7 @@ constexpr std::array segment_reason_table{
 	SegmentReasonInfo{already_written_back, "already-written-back"},
 	SegmentReasonInfo{after_stop_point, "after-stop-point"},
 	SegmentReasonInfo{torn_newest_segment, "torn-newest-segment"},
+	SegmentReasonInfo{torn_rewrite, "torn-rewrite"},
 	SegmentReasonInfo{checksum_mismatch, "checksum-mismatch"},
 	SegmentReasonInfo{legacy_checksum, "legacy-checksum"},
 	SegmentReasonInfo{unreadable, "unreadable"},

@@ -283,6 +283,14 @@ void bind_log_scan(py::module_& m)
 			"discarded_segments", [=](const ScanRef& r) { return scan_of(r).discarded_segments; },
 			"Good segments after the stop point, which the kernel discards.")
 		.def_property_readonly(
+			"rewrite_slot", [=](const ScanRef& r) { return opt_object(scan_of(r).rewrite_slot); },
+			"The slot of a torn rewrite the walk skipped (docs/FORMAT.md, replay step 2; the later one of two): "
+			"the log starts after it. None when the walk skipped none.")
+		.def_property_readonly(
+			"rewritten_id", [=](const ScanRef& r) { return scan_of(r).rewritten_id; },
+			"Id of the segment in rewrite_slot, 0 when there is none: every segment up to it counts as written "
+			"back.")
+		.def_property_readonly(
 			"dirty_blocks", [=](const ScanRef& r) { return scan_of(r).dirty_blocks; },
 			"4 KiB backing blocks with at least one sector a replay writes.")
 		.def_property_readonly(

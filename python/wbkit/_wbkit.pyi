@@ -132,6 +132,7 @@ class FindingCode(enum.Enum):
     CHECKSUM_MISMATCH = "checksum-mismatch"
     CHECKSUM_LEGACY_INVERTED = "checksum-legacy-inverted"
     TORN_NEWEST_SEGMENT = "torn-newest-segment"
+    TORN_REWRITE_SKIPPED = "torn-rewrite-skipped"
     ID_GAP = "id-gap"
     ID_REPEAT = "id-repeat"
     VALID_SEGMENTS_DISCARDED = "valid-segments-discarded"
@@ -293,6 +294,10 @@ class LogScan:
     def stop_segment_id(self) -> Optional[int]: ...
     @property
     def discarded_segments(self) -> int: ...
+    @property
+    def rewrite_slot(self) -> Optional[int]: ...
+    @property
+    def rewritten_id(self) -> int: ...
     @property
     def dirty_blocks(self) -> int: ...
     @property

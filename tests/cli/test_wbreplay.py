@@ -122,13 +122,15 @@ def test_mark_clean_writes_only_the_record_after_the_replay(synth, build_dir):
 
 
 def test_damage_is_replayed_as_the_kernel_would_and_reported(synth):
-    cache, backing, _ = synth("--writes", "600", "--flush-every", "20", "--corrupt-id", "5", damaged=True)
+    # 30 slots, ids 1..30: id 12 lies at step 11, past the first 8 steps where
+    # a bad checksum reads as a torn rewrite (docs/FORMAT.md, replay step 2).
+    cache, backing, _ = synth("--writes", "600", "--flush-every", "20", "--corrupt-id", "12", damaged=True)
     result = wbreplay("--cache", cache, "--backing", backing, "--json", "--mark-clean", "-q")
     assert result.returncode == DAMAGE
     report = json.loads(result.stdout)
-    assert report["log"]["last_flushed_id"] == 4
+    assert report["log"]["last_flushed_id"] == 11
     reasons = {s["id"]: s["reason"] for s in report["segments"]}
-    assert reasons[5] == "checksum-mismatch" and reasons[6] == "after-stop-point"
+    assert reasons[12] == "checksum-mismatch" and reasons[13] == "after-stop-point"
     assert any("not replayed" in line for line in report["not_replayed"])
     assert report["marked_clean"] is False and report["mark_clean_refused"]
 
@@ -144,9 +146,9 @@ def test_torn_newest_segment_is_not_a_failure(synth):
 def test_mark_clean_after_a_stop_zeroes_the_headers_from_the_stop_point_on(synth, build_dir):
     # Forced past a damaged segment: the good segments after it must not stay
     # in the ring for the target's next segments to run into.
-    cache, backing, _ = synth("--writes", "600", "--flush-every", "20", "--corrupt-id", "5", damaged=True)
+    cache, backing, _ = synth("--writes", "600", "--flush-every", "20", "--corrupt-id", "12", damaged=True)
     before = json.loads(run([build_dir / "tools" / "wbdump" / "wbdump", "--json", cache]).stdout)["log"]
-    assert before["stop"]["segment_id"] == 5 and before["discarded_segments"] >= 2
+    assert before["stop"]["segment_id"] == 12 and before["discarded_segments"] >= 2
     result = wbreplay("--cache", cache, "--backing", backing, "--json", "--mark-clean", "--force", "-q")
     assert result.returncode == DAMAGE, result.stderr
     report = json.loads(result.stdout)
@@ -155,7 +157,7 @@ def test_mark_clean_after_a_stop_zeroes_the_headers_from_the_stop_point_on(synth
     dump = run([build_dir / "tools" / "wbdump" / "wbdump", "--json", cache])
     assert dump.returncode == OK, dump.stdout
     after = json.loads(dump.stdout)
-    assert after["log"]["max_id"] == 4 and after["log"]["dirty_blocks"] == 0
+    assert after["log"]["max_id"] == 11 and after["log"]["dirty_blocks"] == 0
     assert not [f for f in after["findings"] if f["code"] == "valid-segments-discarded"]
 
 

@@ -6,9 +6,9 @@
 # byte for byte.
 #
 #   kernel-check.sh MODULE EMITDIR      MODULE: wbkit or upstream
-# Prints "kernel <module> <dir>: checked=N failures=N"; one line per failing
-# state (state, entry, first differing byte). Exit 0 when all match, 1 on a
-# mismatch, 77 when the module is not available.
+# Prints "kernel <module> <dir>: checked=N failures=N upstream_rewrite_losses=N";
+# one line per failing state (state, entry, first differing byte). Exit 0
+# when all match, 1 on a mismatch, 77 when the module is not available.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../vm/lib.sh"
@@ -74,15 +74,22 @@ for attempt in 1 2 3; do
 	[ "$rc" = 125 ] && tr -d '\r' <"$VM_LOG" | grep -q "IO-APIC + timer" || break
 done
 if [ "$(vm_result skip)" != "" ]; then echo "skip: $(vm_result skip)"; exit 77; fi
-failures=0 checked=0
+failures=0 checked=0 upstream_rewrite_losses=0
 while read -r idx kind entry _; do
 	r=$(vm_result "st$idx")
 	checked=$((checked + 1))
-	if [ "$r" != ok ]; then
+	# States whose offline replay skipped a torn rewrite (wbcrash: kind
+	# *-rewrite): upstream's replay stops at that slot and drops the log
+	# after it, its known defect (docs/FORMAT.md, replay step 2): counted
+	# apart, not a failure.
+	if [ "$r" != ok ] && [ "$module" = upstream ] && [[ $kind == *-rewrite ]] && [[ $r == differ:* ]]; then
+		upstream_rewrite_losses=$((upstream_rewrite_losses + 1))
+		echo "upstream loses the log after a torn rewrite: state $idx ($kind, entry $entry): $r"
+	elif [ "$r" != ok ]; then
 		failures=$((failures + 1))
 		echo "FAIL kernel $module: state $idx ($kind, entry $entry): ${r:-no result}"
 	fi
 done <"$dir/manifest.tsv"
 [ "$(vm_result kernel_check)" = done ] || { echo "FAIL kernel $module: guest did not finish (rc $rc), log: $VM_LOG"; failures=$((failures + 1)); }
-echo "kernel $module $(basename "$dir"): checked=$checked failures=$failures vm_seconds=$VM_ELAPSED"
+echo "kernel $module $(basename "$dir"): checked=$checked failures=$failures upstream_rewrite_losses=$upstream_rewrite_losses vm_seconds=$VM_ELAPSED"
 [ "$failures" = 0 ] && [ "$rc" = 0 ]

@@ -172,6 +172,7 @@ public:
 			unsigned length;
 		};
 		std::vector<Applied> log;
+		std::uint64_t rewritten = 0; // the id of a torn rewrite the walk skipped
 		for (std::uint64_t step = 0; step < nr; ++step) {
 			// The slot after max_id's, as the kernel finds it: (max_id mod nr) + step,
 			// never max_id + step, which wraps past 2^64 - 1.
@@ -181,16 +182,26 @@ public:
 			if (id == 0)
 				continue;
 			const unsigned length = unsigned(le(base + 12, 1));
-			if (length > blocks_per_segment)
-				break;
-			const auto covered = std::span(image).subspan(base + 512, block_size * (length + 1) - 512);
-			if (crc32c(covered) != std::uint32_t(le(base + 8, 4)))
-				break;
-			log.push_back({slot, id, length});
+			const bool good = length <= blocks_per_segment &&
+					  crc32c(std::span(image).subspan(base + 512, block_size * (length + 1) - 512)) ==
+						  std::uint32_t(le(base + 8, 4));
+			if (good) {
+				log.push_back({slot, id, length});
+				continue;
+			}
+			// A torn rewrite: in the first 8 steps but the last, of a log
+			// that filled the ring, the id one lap behind max_id + 1 + step.
+			// The log starts after it; ids up to it are written back.
+			if (max_id >= nr && step < 8 && step + 1 < nr && max_id - id == nr - 1 - step) {
+				log.clear();
+				rewritten = id;
+				continue;
+			}
+			break;
 		}
 		last_flushed_id_ = log.empty() ? 0 : log.back().id;
 		const std::uint64_t inferred = last_flushed_id_ > nr ? last_flushed_id_ - nr : 0;
-		last_writeback_id_ = std::max(inferred, std::min(record, last_flushed_id_));
+		last_writeback_id_ = std::max({inferred, std::min(record, last_flushed_id_), rewritten});
 
 		struct Owner {
 			std::uint64_t id;

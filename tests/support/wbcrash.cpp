@@ -206,6 +206,7 @@ struct StateDevices {
 struct Counts {
 	std::uint64_t flush = 0, subset = 0, torn = 0, failures = 0, emitted = 0, recovery = 0;
 	std::uint64_t unformatted = 0; // ext4: states before the file system existed (not counted)
+	std::uint64_t rewrites = 0;    // states whose replay skipped a torn rewrite (FORMAT.md replay step 2)
 	std::uint64_t total() const { return flush + subset + torn; }
 };
 
@@ -415,10 +416,13 @@ private:
 		DeviceWindow& cache = devices.cache;
 
 		std::string replay_error;
+		bool rewrite = false;
 		try {
 			ScanOptions scan_options;
 			scan_options.backing_bytes = meta_.backing_bytes;
 			auto scan = std::make_shared<LogScan>(scan_log(cache, scan_options));
+			rewrite = scan->rewrite_slot.has_value();
+			counts_.rewrites += rewrite;
 			// A cache the target never formatted yet: the backing device alone is the logical device.
 			if (scan->replayable()) {
 				ReplayOptions replay_options;
@@ -435,12 +439,15 @@ private:
 							    : run_state_check(*backing);
 		if (problem.empty() && o_.recovery_every && counts_.total() % o_.recovery_every == 0)
 			problem = check_cut_replay(state, *backing);
+		// The kernel check tells these apart: upstream's replay stops at a
+		// torn rewrite, so its image differs there (kernel-check.sh).
+		const std::string emit_kind = rewrite ? std::string(kind) + "-rewrite" : std::string(kind);
 		if (!problem.empty()) {
 			report_failure(state, work, *backing, kind, entry, problem);
 			// Whether the kernel loses the same data: its image must equal this one.
-			maybe_emit(state, *backing, kind, entry, true);
+			maybe_emit(state, *backing, emit_kind, entry, true);
 		} else
-			maybe_emit(state, *backing, kind, entry);
+			maybe_emit(state, *backing, emit_kind, entry);
 	}
 
 	// The offline replay cut at a random byte of its writes (the backing
@@ -624,13 +631,13 @@ private:
 		out.write(reinterpret_cast<const char*>(all.data()), std::streamsize(all.size()));
 	}
 
-	void maybe_emit(const SparseImage& state, Device& logical, const char* kind, std::uint64_t entry,
+	void maybe_emit(const SparseImage& state, Device& logical, const std::string& kind, std::uint64_t entry,
 			bool failing = false)
 	{
 		if (emit_fd_ < 0 || counts_.emitted >= o_.emit_max)
 			return;
 		std::uniform_real_distribution<double> coin(0.0, 1.0);
-		if (failing != o_.emit_failing || (std::string(kind) != "final" && !failing && coin(emit_rng_) >= o_.emit_fraction))
+		if (failing != o_.emit_failing || (kind != "final" && !failing && coin(emit_rng_) >= o_.emit_fraction))
 			return;
 		constexpr std::uint64_t align = 1 << 20;
 		auto round = [](std::uint64_t v) { return (v + align - 1) / align * align; };
@@ -758,14 +765,26 @@ int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
 		if (scan.log.size() < 3)
 			throw UsageError(fmt::format("midlog: the log has {} segments, too few to stop in its middle", scan.log.size()));
 		// As tests/vm/scenarios/75: a few segments below the superblock
-		// record when there is one; else the second segment, which leaves
-		// the most good segments beyond the stop point: their old data must
-		// not come back over new writes that reuse their ids.
-		std::size_t victim = 1;
+		// record when there is one; else the earliest that stops the walk,
+		// which leaves the most good segments beyond the stop point: their
+		// old data must not come back over new writes that reuse their ids.
+		// A damaged segment the walk takes for a torn rewrite (wb_torn_rewrite:
+		// one of the first steps of a full ring) does not stop it: the
+		// victim lies past those.
+		const std::uint64_t nr = scan.geometry.nr_segments;
+		const std::uint64_t oldest = wb_oldest_slot(scan.max_id, nr);
+		auto stops = [&](std::size_t i) {
+			const std::uint64_t slot = scan.log[i].slot;
+			const std::uint64_t step = slot >= oldest ? slot - oldest : slot + nr - oldest;
+			return !wb_torn_rewrite(step, scan.log[i].id, scan.max_id, nr);
+		};
+		std::optional<std::size_t> victim;
 		for (std::size_t i = 1; i + 1 < scan.log.size(); ++i)
-			if (scan.sb_record >= 3 && scan.log[i].id == scan.sb_record - 3)
+			if (stops(i) && (!victim || (scan.sb_record >= 3 && scan.log[i].id == scan.sb_record - 3)))
 				victim = i;
-		const LogSegment& seg = scan.log[victim];
+		if (!victim)
+			throw UsageError(fmt::format("midlog: no segment of the log's {} would stop the replay", scan.log.size()));
+		const LogSegment& seg = scan.log[*victim];
 		// A byte of its metablock area, which the checksum covers.
 		const std::uint64_t at = scan.geometry.slot_offset(seg.slot) + 1000;
 		std::byte b[1];
@@ -842,9 +861,9 @@ int run(const Options& o)
 				 "barriers={} marks={}\n",
 				 dir.filename().string(), meta.target, meta.mode, meta.workload.seed, meta.ops, meta.flush_every,
 				 log.entries().size(), writes, barriers, marks);
-	std::cout << fmt::format("states_checked_a={} flush={} subset={} torn={} recovery_cuts={} failures={} emitted={} "
-				 "seconds={:.1f}{}\n",
-				 c.total(), c.flush, c.subset, c.torn, c.recovery, c.failures, c.emitted, seconds,
+	std::cout << fmt::format("states_checked_a={} flush={} subset={} torn={} torn_rewrite_skipped={} recovery_cuts={} "
+				 "failures={} emitted={} seconds={:.1f}{}\n",
+				 c.total(), c.flush, c.subset, c.torn, c.rewrites, c.recovery, c.failures, c.emitted, seconds,
 				 meta.stamped ? "" : fmt::format(" unformatted={}", c.unformatted));
 	return (c.failures || !replayer_ok) ? 1 : 0;
 }

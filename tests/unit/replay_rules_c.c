@@ -40,3 +40,9 @@ bool wb_c_entry_is_newer(__u64 pos_a, __u32 index_a, __u64 pos_b, __u32 index_b)
 {
 	return wb_entry_is_newer(pos_a, index_a, pos_b, index_b);
 }
+
+bool wb_c_torn_rewrite(__u64 step, __u64 slot_id, __u64 max_id,
+		       __u64 nr_segments)
+{
+	return wb_torn_rewrite(step, slot_id, max_id, nr_segments);
+}

@@ -18,6 +18,7 @@ __u64 wb_c_last_writeback_id(__u64 last_flushed_id, __u64 sb_record, __u64 nr_se
 bool wb_c_sb_record_in_range(__u64 sb_record, __u64 max_id, __u64 nr_segments);
 __u8 wb_c_entry_sectors(__u8 dirty_bits);
 bool wb_c_entry_is_newer(__u64 pos_a, __u32 index_a, __u64 pos_b, __u32 index_b);
+bool wb_c_torn_rewrite(__u64 step, __u64 slot_id, __u64 max_id, __u64 nr_segments);
 }
 
 namespace {
@@ -139,6 +140,37 @@ TEST(ReplayRules, LaterSegmentThenHigherMetablockWins)
 	EXPECT_TRUE(wb_entry_is_newer(max64, 0, max64 - 1, 126));
 }
 
+TEST(ReplayRules, TornRewriteIsTheLapBehindIdInTheFirstStepsOfAFullRing)
+{
+	// 10 slots, ids 3..12: step s holds id 3 + s, one lap behind 13 + s.
+	for (std::uint64_t step = 0; step < 8; ++step)
+		EXPECT_TRUE(wb_torn_rewrite(step, 3 + step, 12, 10)) << step;
+	EXPECT_FALSE(wb_torn_rewrite(8, 11, 12, 10)); // past the window: damage
+	EXPECT_FALSE(wb_torn_rewrite(9, 12, 12, 10)); // the newest: torn as the newest is
+	EXPECT_FALSE(wb_torn_rewrite(1, 3, 12, 10));  // not the id a writer reuses at that step
+	EXPECT_FALSE(wb_torn_rewrite(1, 5, 12, 10));
+	EXPECT_FALSE(wb_torn_rewrite(0, 0, 12, 10)); // an empty slot is skipped, not torn
+	EXPECT_FALSE(wb_torn_rewrite(0, 13, 12, 10));
+	// A ring filled exactly once (ids 1..10): id 1 at step 0.
+	EXPECT_TRUE(wb_torn_rewrite(0, 1, 10, 10));
+	// A log that has not filled the ring: damage, as before the rule.
+	EXPECT_FALSE(wb_torn_rewrite(1, 1, 9, 10)); // ids 1..9, slot 9 empty at step 0
+	EXPECT_FALSE(wb_torn_rewrite(2, 2, 5, 6));  // fixtures/synthetic/corrupt-middle
+	// One slot: its segment is the newest; two slots: only step 0.
+	EXPECT_FALSE(wb_torn_rewrite(0, 5, 5, 1));
+	EXPECT_TRUE(wb_torn_rewrite(0, 4, 5, 2));
+	EXPECT_FALSE(wb_torn_rewrite(1, 5, 5, 2));
+	// The window is the steps, not the ring's size.
+	EXPECT_TRUE(wb_torn_rewrite(7, 5000 - 1024 + 1 + 7, 5000, 1024));
+	EXPECT_FALSE(wb_torn_rewrite(8, 5000 - 1024 + 1 + 8, 5000, 1024));
+	// Ids at the top of the 64-bit range: no sum passes 2^64.
+	EXPECT_TRUE(wb_torn_rewrite(0, max64 - 5, max64, 6));
+	EXPECT_TRUE(wb_torn_rewrite(4, max64 - 1, max64, 6));
+	EXPECT_FALSE(wb_torn_rewrite(5, max64, max64, 6));
+	EXPECT_TRUE(wb_torn_rewrite(0, 1, max64, max64));
+	EXPECT_FALSE(wb_torn_rewrite(0, max64, max64, max64));
+}
+
 TEST(ReplayRules, TheCCompilationAgrees)
 {
 	const std::uint64_t values[] = {0, 1, 2, 3, 7, 8, 9, 1ULL << 32, (1ULL << 63) + 5, max64 - 1, max64};
@@ -156,6 +188,8 @@ TEST(ReplayRules, TheCCompilationAgrees)
 				EXPECT_EQ(wb_c_last_writeback_id(a, b, nr), wb_last_writeback_id(a, b, nr));
 				EXPECT_EQ(wb_c_sb_record_in_range(b, a, nr), wb_sb_record_in_range(b, a, nr));
 				EXPECT_EQ(wb_c_entry_is_newer(a, 1, b, 2), wb_entry_is_newer(a, 1, b, 2));
+				for (const std::uint64_t step : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(7), std::uint64_t(8), nr - 1})
+					EXPECT_EQ(wb_c_torn_rewrite(step, b, a, nr), wb_torn_rewrite(step, b, a, nr));
 			}
 		}
 	for (unsigned bits = 0; bits < 256; ++bits)

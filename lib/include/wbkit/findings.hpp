@@ -35,6 +35,7 @@ enum class FindingCode {
 	checksum_mismatch,
 	checksum_legacy_inverted,
 	torn_newest_segment,
+	torn_rewrite_skipped,
 	id_gap,
 	id_repeat,
 	valid_segments_discarded,

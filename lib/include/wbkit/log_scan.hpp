@@ -142,6 +142,11 @@ struct LogScan {
 	StopReason stop_reason = StopReason::empty_log;
 	std::optional<std::uint64_t> stop_slot{}; // the slot the walk stopped at
 	std::uint64_t discarded_segments = 0;     // good segments after the stop point
+	// The torn rewrite the walk skipped (wb_torn_rewrite; the later one of
+	// two), and its id: the log starts after it, every id up to it counts as
+	// written back. rewritten_id is 0 when the walk skipped none.
+	std::optional<std::uint64_t> rewrite_slot{};
+	std::uint64_t rewritten_id = 0;
 
 	std::uint64_t last_flushed_id = 0;
 	std::uint64_t last_writeback_id = 0;
@@ -183,8 +188,9 @@ void build_sector_index(LogScan& scan, std::vector<SectorSource> entries);
 // The checksum check of a headers-only scan (verify_checksums off), run by
 // threads in the background, segment by segment in ring order from the
 // oldest. A replay may start writing before it ends: data of a segment whose
-// whole ring prefix verified valid is certain to be replayed, as the
-// verifying scan's log is a prefix of the headers-only log, and a sector's
+// whole ring prefix, and the first WB_REWRITE_WINDOW steps, verified valid
+// is certain to be replayed, as the verifying scan's log is then a prefix of
+// the headers-only log (no torn rewrite can start it later), and a sector's
 // newest copy in a log is its newest copy in any shorter log that holds it.
 class LogVerifier {
 public:
@@ -199,8 +205,9 @@ public:
 	LogVerifier& operator=(const LogVerifier&) = delete;
 	~LogVerifier(); // stops the threads
 
-	// Blocks until the slot is verified: true when it and every slot before
-	// it in ring order verified valid, false when one of them did not.
+	// Blocks until the slot is verified: true when it, every slot before it
+	// in ring order and every slot of the first WB_REWRITE_WINDOW steps
+	// verified valid, false when one of them did not.
 	bool wait_until_verified(std::uint64_t slot);
 
 	// Waits for the threads. True when every segment verified valid: then

@@ -96,6 +96,17 @@ struct RecoveryReport {
 	// written back (kernel policy): their data is left behind.
 	std::uint64_t record_hidden_segments = 0;
 
+	// A torn rewrite the kernel's walk skipped (docs/FORMAT.md, replay step
+	// 2). Upstream's replay stops at that slot instead, so it does not
+	// replay the segments of the kernel's log, all of which lie after it.
+	struct TornRewrite {
+		std::uint64_t slot = 0;
+		std::uint64_t segment_id = 0;
+		std::uint64_t upstream_dropped_segments = 0; // the kernel's log
+		std::uint64_t upstream_lost_sectors = 0;     // dirty sectors whose newest data those segments hold
+	};
+	std::optional<TornRewrite> torn_rewrite{};
+
 	std::uint64_t lost_sectors() const;
 	bool data_left_behind() const;
 	bool nothing_lost() const { return lost.empty() && !data_left_behind(); }

@@ -40,6 +40,7 @@ enum class SegmentReason : std::uint8_t {
 	already_written_back, // its id is at most last_writeback_id
 	after_stop_point,     // readable, but past the point where the log ends
 	torn_newest_segment,  // the newest segment fails its checksum: never acknowledged
+	torn_rewrite,         // a torn rewrite the walk skipped: written back before its slot was reused
 	checksum_mismatch,    // fails its checksum over readable bytes: its content is wrong
 	legacy_checksum,      // checksum of dm-writeboost before 2.0.2
 	unreadable,           // its header or data could not be read
