@@ -611,8 +611,17 @@ static int wb_replay(struct wb_device *wb, char **error)
 			goto io_error;
 		id = le64_to_cpu(hdr->id);
 		length = hdr->length;
-		if (id != wb->segs[slot].id || (last_id && id != last_id + 1)) {
-			DMERR("segment %llu in slot %u follows segment %llu in ring order: ids must rise by one. Not replayed; see wbdump and wbrecover",
+		/*
+		 * Ids rise along the walk. A gap is a segment whose header never
+		 * reached the media: its slot (in between, wb_check_slots) is
+		 * empty. With several writes in flight (upstream) a later one
+		 * can land alone, and the lost one held nothing that was
+		 * flushed (no flush completed after it), so the walk goes on,
+		 * as the tools' does. An id that does not rise is a lap out of
+		 * order: damage.
+		 */
+		if (id != wb->segs[slot].id || (last_id && id <= last_id)) {
+			DMERR("segment %llu in slot %u follows segment %llu in ring order: ids must rise. Not replayed; see wbdump and wbrecover",
 			      (unsigned long long)id, slot,
 			      (unsigned long long)last_id);
 			return wb_refuse_log(error);
