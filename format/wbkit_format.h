@@ -55,6 +55,26 @@ struct wb_superblock_record_device {
 	__le64 last_writeback_segment_id;
 } __packed;
 
+/*
+ * Sectors 8..15 (the superblock region's second 4 KiB block), byte 0: the
+ * clean-copy trust record, a wbkit addition that dm-writeboost zeroes when
+ * it formats and never writes otherwise. A clean entry, and a dirty entry
+ * whose segment is written back, say "the backing device holds this data".
+ * That stays true only while nothing changes the backing device outside
+ * the log: a write_around_mode session does, and so may an offline repair.
+ * So only entries of segments with an id >= trusted_from_id may serve reads
+ * after a replay (wb_clean_copy_trusted); without the magic, none may.
+ */
+#define WB_TRUST_SECTOR		8ULL
+#define WB_TRUST_MAGIC		0x72544257U	/* "WBTr", bytes 57 42 54 72 */
+#define WB_TRUST_NONE		(~0ULL)		/* no entry is trusted */
+
+struct wb_clean_trust_device {
+	__le32 magic;
+	__le32 padding;		/* zero */
+	__le64 trusted_from_id;
+} __packed;
+
 /* 16 bytes, so a metablock never straddles two sectors. */
 struct wb_metablock_device {
 	__le64 sector;		/* backing sector of the 4 KiB block, multiple of 8 */
@@ -88,6 +108,8 @@ struct wb_segment_header_device {
 #define WB_MB_SECTOR_OFFSET		0U
 #define WB_MB_DIRTY_BITS_OFFSET		8U
 #define WB_MB_PADDING_OFFSET		9U
+#define WB_TRUST_MAGIC_OFFSET		0U
+#define WB_TRUST_FROM_OFFSET		8U
 
 WB_FORMAT_CHECK(sizeof(struct wb_superblock_header_device) == 4, "superblock header size");
 WB_FORMAT_CHECK(sizeof(struct wb_superblock_record_device) == 8, "superblock record size");
@@ -102,6 +124,10 @@ WB_FORMAT_CHECK(offsetof(struct wb_metablock_device, sector) == WB_MB_SECTOR_OFF
 WB_FORMAT_CHECK(offsetof(struct wb_metablock_device, dirty_bits) == WB_MB_DIRTY_BITS_OFFSET, "dirty_bits offset");
 WB_FORMAT_CHECK(offsetof(struct wb_metablock_device, padding) == WB_MB_PADDING_OFFSET, "metablock padding offset");
 WB_FORMAT_CHECK(WB_SB_RECORD_OFFSET == 0xFFE00, "superblock record byte offset");
+WB_FORMAT_CHECK(sizeof(struct wb_clean_trust_device) == 16, "trust record size");
+WB_FORMAT_CHECK(offsetof(struct wb_clean_trust_device, magic) == WB_TRUST_MAGIC_OFFSET, "trust magic offset");
+WB_FORMAT_CHECK(offsetof(struct wb_clean_trust_device, trusted_from_id) == WB_TRUST_FROM_OFFSET, "trust id offset");
+WB_FORMAT_CHECK(WB_TRUST_SECTOR % 8 == 0 && WB_TRUST_SECTOR + 8 <= WB_SB_RECORD_SECTOR - 7, "trust record has a 4 KiB block of its own");
 WB_FORMAT_CHECK(WB_SEGMENT_SIZE == 512 * 1024, "segment size");
 WB_FORMAT_CHECK(WB_BLOCK_SIZE * (WB_BLOCKS_PER_SEGMENT + 1) == WB_SEGMENT_SIZE, "blocks per segment");
 WB_FORMAT_CHECK(WB_METABLOCK_OFFSET(WB_BLOCKS_PER_SEGMENT) <= WB_BLOCK_SIZE, "metablocks fit the header block");
@@ -259,6 +285,18 @@ static inline bool wb_torn_rewrite(__u64 step, __u64 slot_id, __u64 max_id,
 static inline bool wb_segment_written_back(__u64 id, __u64 last_writeback_id)
 {
 	return id <= last_writeback_id;
+}
+
+/*
+ * Whether an entry of segment id may serve reads as a copy of the backing
+ * device's data after a replay (struct wb_clean_trust_device): a clean
+ * entry, or any entry of a written-back segment. trusted_from_id is the
+ * record's value, or WB_TRUST_NONE without its magic. Dirty data is never
+ * in question: it is the newest data, whatever the record says.
+ */
+static inline bool wb_clean_copy_trusted(__u64 id, __u64 trusted_from_id)
+{
+	return trusted_from_id != WB_TRUST_NONE && id >= trusted_from_id;
 }
 
 /*

@@ -40,13 +40,13 @@ int wb_get_cur(struct wb_device *wb)
 		if (!wb_slot_free(wb, id)) {
 			wake_up(&wb->writeback_wait);
 			spin_unlock(&wb->lock);
-			wait_event(wb->wait, wb_slot_free(wb, id) || wb_dead(wb));
+			wb_wait_io(wb->wait, wb_slot_free(wb, id) || wb_dead(wb));
 			spin_lock(&wb->lock);
 			continue;
 		}
 		if (wb->nr_seg_bufs == WB_NR_RAMBUF) {
 			spin_unlock(&wb->lock);
-			wait_event(wb->wait, READ_ONCE(wb->nr_seg_bufs) <
+			wb_wait_io(wb->wait, READ_ONCE(wb->nr_seg_bufs) <
 					     WB_NR_RAMBUF || wb_dead(wb));
 			spin_lock(&wb->lock);
 			continue;
@@ -82,7 +82,7 @@ int wb_get_cur(struct wb_device *wb)
 
 int wb_wait_flushed(struct wb_device *wb, u64 id)
 {
-	wait_event(wb->wait, READ_ONCE(wb->last_flushed_id) >= id ||
+	wb_wait_io(wb->wait, READ_ONCE(wb->last_flushed_id) >= id ||
 		   wb_dead(wb));
 	return wb_dead(wb) ? -EIO : 0;
 }
@@ -171,7 +171,7 @@ void wb_wait_free_buf(struct wb_device *wb)
 		return;
 	}
 	spin_unlock(&wb->lock);
-	wait_event(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
+	wb_wait_io(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
 		   !list_empty(&wb->retained) || wb_dead(wb));
 	spin_lock(&wb->lock);
 }
@@ -305,7 +305,7 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 	 * Reads remapped to the clean copies the slot held before it was
 	 * reused finish first; none can start now (wb_get_cur unhashed them).
 	 */
-	wait_event(wb->copy_wait, !atomic_read(&seg->nr_dev_readers));
+	wb_wait_io(wb->copy_wait, !atomic_read(&seg->nr_dev_readers));
 
 	/* Sealed and every copy done: nothing writes to buf any more. */
 	buf = seg->buf;

@@ -54,6 +54,21 @@ static void wb_wait_copied(struct wb_device *wb, struct wb_metablock *mb)
 	spin_lock(&wb->lock);
 }
 
+/*
+ * The same for a read. Overwrites in place that start meanwhile wait for it
+ * (seg->nr_read_waiters): otherwise a stream of them, each starting before
+ * the last one is done, could keep nr_copying above 0 for ever.
+ */
+static void wb_read_wait_copied(struct wb_device *wb, struct wb_metablock *mb)
+{
+	struct wb_segment *seg = wb_mb_seg(wb, mb);
+
+	seg->nr_read_waiters++;
+	wb_wait_copied(wb, mb);
+	if (!--seg->nr_read_waiters)
+		wake_up_all(&wb->copy_wait);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Bio path */
 
@@ -125,6 +140,12 @@ retry:
 		goto retry;
 	}
 
+	if (on_buffer && seg->nr_read_waiters) {
+		spin_unlock(&wb->lock);
+		wait_event(wb->copy_wait, !READ_ONCE(seg->nr_read_waiters));
+		spin_lock(&wb->lock);
+		goto retry;
+	}
 	if (on_buffer) {
 		/* Overwrite in place in the open segment. */
 		mb = old;
@@ -366,7 +387,7 @@ retry:
 		return WB_MAP_REMAPPED;
 	}
 	if (mb->nr_copying) {
-		wb_wait_copied(wb, mb);
+		wb_read_wait_copied(wb, mb);
 		goto retry;
 	}
 	seg = wb_mb_seg(wb, mb);

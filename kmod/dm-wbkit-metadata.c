@@ -204,7 +204,9 @@ void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
 int wb_aio_wait(struct wb_aio *aio)
 {
 	wb_aio_put(aio);
-	wait_for_completion_io(&aio->done);
+	/* Woken every slice for the hung-task detector, see wb_wait_io. */
+	while (!wait_for_completion_io_timeout(&aio->done, WB_WAIT_SLICE))
+		;
 	return aio->err;
 }
 
@@ -291,6 +293,11 @@ static int wb_format(struct wb_device *wb, char **error)
 		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
 		goto io_error;
 	}
+
+	/* Every entry written from now on is trusted (wb_clean_copy_trusted). */
+	err = wb_write_trust(wb, 1);
+	if (err)
+		goto io_error;
 
 	/* The zeroed headers are durable before the magic makes them valid. */
 	err = wb_flush_dev(wb, WB_DEV_CACHE);
@@ -385,6 +392,9 @@ static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 		bits &= wb_bits_in_range(wb, mb->sector);
 		mb->data_bits = bits;
 		mb->dirty = bits;
+		/* A read-cache block: a copy of the backing device's block. */
+		if (!bits && wb_clean_copy_trusted(seg->id, wb->trusted_from_id))
+			mb->data_bits = wb_bits_in_range(wb, mb->sector);
 
 		old = wb_ht_lookup(wb, mb->sector);
 		if (old) {
@@ -393,7 +403,7 @@ static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 			wb_ht_del(wb, old);
 			old->obsolete = true;
 		}
-		if (bits)
+		if (mb->data_bits)
 			wb_ht_add(wb, mb);
 	}
 }
@@ -527,6 +537,44 @@ void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id)
 }
 
 /*
+ * Writes the clean-copy trust record (format header), with FUA: its own
+ * 4 KiB block, the rest zero.
+ */
+int wb_write_trust(struct wb_device *wb, u64 trusted_from_id)
+{
+	struct wb_clean_trust_device *rec;
+	void *blk = (void *)get_zeroed_page(GFP_KERNEL);
+	int err;
+
+	if (!blk)
+		return -ENOMEM;
+	rec = blk;
+	rec->magic = cpu_to_le32(WB_TRUST_MAGIC);
+	rec->trusted_from_id = cpu_to_le64(trusted_from_id);
+	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
+			 WB_TRUST_SECTOR, blk, WB_BLOCK_SIZE);
+	free_page((unsigned long)blk);
+	if (!err)
+		wb->trusted_from_id = trusted_from_id;
+	return err;
+}
+
+/* The trust record's value, WB_TRUST_NONE without its magic. */
+static int wb_read_trust(struct wb_device *wb, u64 *trusted_from_id)
+{
+	struct wb_clean_trust_device *rec = wb->bounce;
+	int err;
+
+	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, WB_TRUST_SECTOR,
+			 wb->bounce, WB_BLOCK_SIZE);
+	if (err)
+		return err;
+	*trusted_from_id = le32_to_cpu(rec->magic) == WB_TRUST_MAGIC ?
+			   le64_to_cpu(rec->trusted_from_id) : WB_TRUST_NONE;
+	return 0;
+}
+
+/*
  * Construction refuses a log it cannot read as one ring in id order: it
  * writes nothing, and says where to go (the tools show and salvage what the
  * log holds; replaying part of it here would discard or reorder
@@ -593,6 +641,9 @@ static int wb_replay(struct wb_device *wb, char **error)
 	err = wb_check_slots(wb, error);
 	if (err)
 		return err;
+	err = wb_read_trust(wb, &wb->trusted_from_id);
+	if (err)
+		goto io_error;
 
 	start = wb_oldest_slot(max_id, wb->nr_segments);
 	for (i = 0; max_id && i < wb->nr_segments; i++) {
@@ -709,16 +760,28 @@ static int wb_replay(struct wb_device *wb, char **error)
 	if (err)
 		goto io_error;
 
-	/* Segments up to lw are on the backing device: nothing in them is dirty. */
+	/*
+	 * Segments up to lw are on the backing device: nothing in them is
+	 * dirty. Their newest copies keep serving reads, as after a writeback
+	 * at run time, when the trust record allows it.
+	 */
 	for (k = 0; k < wb->nr_segments; k++) {
 		struct wb_segment *seg = &wb->segs[k];
+		bool trusted = wb_clean_copy_trusted(seg->id, wb->trusted_from_id);
 		unsigned int j;
 
 		if (!seg->id || seg->id > lw)
 			continue;
-		for (j = 0; j < seg->length; j++)
-			if (!hlist_unhashed(&seg->mb[j].ht_node))
-				wb_ht_del(wb, &seg->mb[j]);
+		for (j = 0; j < seg->length; j++) {
+			struct wb_metablock *mb = &seg->mb[j];
+
+			if (hlist_unhashed(&mb->ht_node))
+				continue;
+			if (trusted)
+				wb_mark_clean(wb, mb);
+			else
+				wb_ht_del(wb, mb);
+		}
 	}
 
 	/*
@@ -853,5 +916,21 @@ int wb_format_or_replay(struct wb_device *wb, char **error)
 		wb->last_writeback_id = 0;
 		return 0;
 	}
-	return wb_replay(wb, error);
+	err = wb_replay(wb, error);
+	if (err)
+		return err;
+	/*
+	 * Entries the trust record did not cover stay out of the lookup; the
+	 * segments this instance writes are trusted, in write-back mode (see
+	 * wb_write_around_start), once the record says so.
+	 */
+	if (!wb->write_around &&
+	    !wb_clean_copy_trusted(wb->last_flushed_id + 1, wb->trusted_from_id)) {
+		err = wb_write_trust(wb, wb->last_flushed_id + 1);
+		if (err) {
+			*error = "I/O error while writing the clean-copy trust record";
+			return err;
+		}
+	}
+	return 0;
 }

@@ -481,6 +481,15 @@ static int wb_write_around_start(struct wb_device *wb)
 				r = -EIO;
 		}
 	}
+	/*
+	 * From the first write that goes around, no copy on the cache device
+	 * can be trusted after a restart, not even those this session logs.
+	 */
+	if (!r && wb->trusted_from_id != WB_TRUST_NONE) {
+		r = wb_write_trust(wb, WB_TRUST_NONE);
+		if (!r && wb_dead(wb))
+			r = -EIO;
+	}
 	if (r)
 		DMERR("cannot resume: write_around_mode 1 needs the log written back and recorded first (%d)",
 		      r);

@@ -16,7 +16,8 @@
  *
  * Pins keep data in place while nobody holds the lock:
  * - mb->nr_copying: writes still copying into the block's RAM buffer copy;
- *   a read or a merge of that block waits for it.
+ *   a read or a merge of that block waits for it. A waiting read counts in
+ *   seg->nr_read_waiters, which holds back new overwrites in place.
  * - seg->nr_writers: the same, per segment; the flusher waits for 0 before
  *   it checksums and writes the segment.
  * - seg->nr_buf_readers: reads copying out of seg->buf; the buffer goes
@@ -85,6 +86,26 @@ static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than r
 /* Group commit waits at most this long for more flush/FUA bios (ns). */
 #define WB_GATHER_MAX_NS	(2 * NSEC_PER_MSEC)
 #define WB_STATLEN		16
+
+/*
+ * Waits for progress that only the devices make (the writeback of the slot
+ * a writer needs next, a segment write, a free RAM buffer). A bio cannot be
+ * failed for a signal, so the wait is uninterruptible; it lasts as long as a
+ * slow backing device takes, so the task wakes every WB_WAIT_SLICE and goes
+ * back to sleep, as submit_bio_wait does, and the hung-task detector does
+ * not report a device that is slow but moving. A device that never
+ * completes still shows in sysrq w (the VM tests' hang watchdog).
+ */
+#define WB_WAIT_SLICE		HZ
+#define wb_wait_io(wq, condition)					\
+	do {								\
+		long __left;						\
+									\
+		do {							\
+			__left = wait_event_timeout(wq, condition,	\
+						    WB_WAIT_SLICE);	\
+		} while (!__left);					\
+	} while (0)
 #define WB_ALL_DIRTY		0xffU
 
 /*
@@ -135,6 +156,12 @@ struct wb_segment {
 	 */
 	bool header_zeroed;
 	unsigned int nr_writers;	/* under lock, see the locking rules */
+	/*
+	 * Under lock: reads waiting for writes to finish copying into one of
+	 * the segment's blocks. New overwrites in place wait while it is not
+	 * 0, so that a stream of them cannot starve a read.
+	 */
+	unsigned int nr_read_waiters;
 	atomic_t nr_buf_readers;
 	atomic_t nr_dev_readers;
 	struct list_head flush_node;
@@ -255,6 +282,11 @@ struct wb_device {
 	u64 last_flushed_id;		/* highest id written to the cache device */
 	u64 last_durable_id;		/* highest id flushed (or FUA) there */
 	u64 last_writeback_id;		/* highest id on the backing device */
+	/*
+	 * The clean-copy trust record as on the cache device (format header,
+	 * struct wb_clean_trust_device). Preresume only.
+	 */
+	u64 trusted_from_id;
 	u64 nr_dirty;			/* hashed copies that are dirty */
 	void *rambuf[WB_NR_BUFS];	/* WB_SEGMENT_SIZE each */
 	unsigned int nr_free_rambuf;
@@ -355,6 +387,7 @@ void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 int wb_format_or_replay(struct wb_device *wb, char **error);
 int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
 void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
+int wb_write_trust(struct wb_device *wb, u64 trusted_from_id);
 struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
 void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);

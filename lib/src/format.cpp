@@ -84,6 +84,13 @@ std::uint64_t parse_superblock_record(std::span<const std::byte> record_sector)
 	return load_le<std::uint64_t>(record_sector, 0);
 }
 
+std::uint64_t parse_clean_trust(std::span<const std::byte> trust_sector)
+{
+	if (load_le<std::uint32_t>(trust_sector, WB_TRUST_MAGIC_OFFSET) != WB_TRUST_MAGIC)
+		return WB_TRUST_NONE;
+	return load_le<std::uint64_t>(trust_sector, WB_TRUST_FROM_OFFSET);
+}
+
 std::uint32_t segment_checksum(std::span<const std::byte> segment, unsigned length)
 {
 	return crc32c(segment.subspan(WB_METABLOCK_AREA_OFFSET, block_size * (length + 1ULL) - WB_METABLOCK_AREA_OFFSET));
@@ -112,6 +119,13 @@ void write_superblock_record(std::span<std::byte> record_sector, std::uint64_t l
 {
 	std::memset(record_sector.data(), 0, sector_size);
 	store_le<std::uint64_t>(record_sector, 0, last_writeback_id);
+}
+
+void write_clean_trust(std::span<std::byte> trust_sector, std::uint64_t trusted_from_id)
+{
+	std::memset(trust_sector.data(), 0, sector_size);
+	store_le<std::uint32_t>(trust_sector, WB_TRUST_MAGIC_OFFSET, WB_TRUST_MAGIC);
+	store_le<std::uint64_t>(trust_sector, WB_TRUST_FROM_OFFSET, trusted_from_id);
 }
 
 } // namespace wbkit

@@ -1,6 +1,7 @@
 // The scanner: the superblock, every slot (by a few threads, in batches),
 // the kernel's replay walk and the validator's checks, into a LogScan.
 #include "wbkit/log_scan.hpp"
+#include "wbkit/endian.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -87,6 +88,12 @@ private:
 			    fmt::format("reading the superblock record (sector 2047) failed: {}", std::strerror(err)));
 		} else {
 			scan_.sb_record = parse_superblock_record(sector);
+		}
+		// Unreadable, it trusts nothing: the safe reading, and the sectors
+		// are reported by the scan of the superblock region's neighbours.
+		if (cache_.read_at(WB_TRUST_SECTOR * sector_size, sector) == 0) {
+			scan_.trust_record = load_le<std::uint32_t>(sector, WB_TRUST_MAGIC_OFFSET) == WB_TRUST_MAGIC;
+			scan_.trusted_from_id = parse_clean_trust(sector);
 		}
 	}
 

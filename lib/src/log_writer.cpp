@@ -23,6 +23,10 @@ LogWriter::LogWriter(Device& cache, const LogWriterOptions& options)
 	cache_.write_exact(0, zeros.span());
 	for (std::uint64_t slot = 0; slot < geometry_.nr_segments; ++slot)
 		cache_.write_exact(geometry_.slot_offset(slot), zeros.span().first(block_size));
+	// As dm-wbkit formats: every entry it writes may serve reads after a replay.
+	AlignedBuffer trust(sector_size);
+	write_clean_trust(trust.span(), 1);
+	cache_.write_exact(WB_TRUST_SECTOR * sector_size, trust.span());
 	cache_.flush_or_throw();
 	AlignedBuffer sector(sector_size);
 	write_superblock_magic(sector.span());

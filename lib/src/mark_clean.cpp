@@ -18,6 +18,14 @@ std::uint64_t mark_cache_clean(Device& cache, const LogScan& scan)
 	// (while it stands the walk stops there; zeroed earlier, the walk would
 	// skip it and run on into the old segments), then the record; each
 	// durable before the next.
+	// This repair changes the backing device outside the log (the salvage
+	// policy even with data after the stop point): no cache copy logged
+	// before it may serve reads afterwards, so the trust record goes first.
+	AlignedBuffer trust(sector_size);
+	write_clean_trust(trust.span(), WB_TRUST_NONE);
+	cache.write_exact(WB_TRUST_SECTOR * sector_size, trust.span());
+	cache.flush_or_throw();
+
 	std::uint64_t zeroed = 0;
 	if (scan.stop_slot) {
 		const std::uint64_t nr = scan.slots.size();

@@ -495,11 +495,15 @@ private:
 			report_.lost.push_back(LostRange{.sector = first, .sectors = count, .reason = LossReason::write_failed});
 	}
 
-	// A clean cache copy equals what the backing device held: it restores
-	// backing sectors that can no longer be read.
+	// A clean cache copy equals what the backing device held, unless the
+	// backing device changed outside the log since (the trust record says
+	// so): such a copy restores backing sectors that can no longer be read.
+	// Without a record nothing is known, and the copy is used, as before
+	// the record existed (upstream's own reading).
 	void rescue_clean_copies(const LogScan& policy)
 	{
 		AlignedBuffer sector(sector_size);
+		std::uint64_t untrusted = 0;
 		for (const auto& [first, count] : report_.backing.unreadable.list()) {
 			for (std::uint64_t s = first; s < first + count; ++s) {
 				const std::optional<SectorSource> src = policy.find_sector(s);
@@ -508,6 +512,11 @@ private:
 				const unsigned bit = unsigned(s - src->block_sector);
 				if ((src->dirty >> bit) & 1u)
 					continue; // the replay writes it
+				if (policy.trust_record &&
+				    !wb_clean_copy_trusted(policy.log[src->log_index].id, policy.trusted_from_id)) {
+					++untrusted;
+					continue;
+				}
 				const std::uint64_t at = policy.source_offset(*src) + bit * sector_size;
 				bool ok = read_tolerant(cache_, at, sector.span(), options_.retries, [](std::uint64_t, std::uint64_t) {});
 				ok = ok && write_tolerant(*destination_, s * sector_size, sector.span(), options_.retries,
@@ -518,6 +527,12 @@ private:
 				}
 			}
 		}
+		if (untrusted > 0)
+			report_.notes.push_back(fmt::format(
+				"{} unreadable backing sector(s) have a clean copy on the cache that was not used: "
+				"the trust record does not cover it (a write-around session or an offline repair "
+				"may have changed the backing device since it was logged)",
+				untrusted));
 	}
 
 	void replay(const LogScan& policy)

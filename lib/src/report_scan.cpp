@@ -109,7 +109,11 @@ nlohmann::json scan_document(const LogScan& scan, const std::string& cache_path)
 		 {{"readable", scan.superblock_readable},
 		  {"magic", scan.superblock.magic},
 		  {"magic_ok", scan.superblock.magic_ok},
-		  {"record", scan.sb_record}}},
+		  {"record", scan.sb_record},
+		  {"trust_record", scan.trust_record},
+		  {"clean_copies_trusted_from",
+		   scan.trusted_from_id == WB_TRUST_NONE ? nlohmann::json(nullptr)
+							 : nlohmann::json(scan.trusted_from_id)}}},
 		{"log", report_detail::log_json(scan)},
 		{"damage", has_damage(scan.findings)},
 		{"findings", findings},
@@ -217,6 +221,15 @@ void print_summary(std::ostream& out, const LogScan& scan, const std::string& ca
 	else
 		fmt::print(out, "superblock  magic 0x{:08x} ({}), record {}\n", scan.superblock.magic,
 			   scan.superblock.magic_ok ? "ok" : "bad: unformatted", scan.sb_record);
+	if (!scan.trust_record)
+		fmt::print(out, "trust       no trust record (formatted by upstream or an older dm-wbkit): "
+				"dm-wbkit serves no clean copy after a restart\n");
+	else if (scan.trusted_from_id == WB_TRUST_NONE)
+		fmt::print(out, "trust       no clean copy serves reads after a restart (a write-around "
+				"session or an offline repair since)\n");
+	else
+		fmt::print(out, "trust       clean copies of segments from {} on serve reads after a restart\n",
+			   scan.trusted_from_id);
 	if (g.nr_segments > 0) {
 		fmt::print(out, "log         max id {}, oldest {}, newest {}, {} segment(s) in the log{}\n", scan.max_id,
 			   scan.oldest_id(), scan.last_flushed_id, scan.log.size(),

@@ -103,7 +103,7 @@ def test_second_run_leaves_the_same_bytes(synth):
     assert sha256(backing) == first
 
 
-def test_mark_clean_writes_only_the_record_after_the_replay(synth, build_dir):
+def test_mark_clean_writes_only_the_records_after_the_replay(synth, build_dir):
     cache, backing, expected = synth("--writes", "800")
     original = cache.read_bytes()
     result = wbreplay("--cache", cache, "--backing", backing, "--mark-clean", "--json", "-q")
@@ -113,9 +113,15 @@ def test_mark_clean_writes_only_the_record_after_the_replay(synth, build_dir):
     assert sha256(backing) == sha256(expected)
     after = cache.read_bytes()
     record = 2047 * 512
-    assert after[:record] == original[:record] and after[record + 8:] == original[record + 8:]
+    trust = 8 * 512  # the clean-copy trust record (docs/FORMAT.md)
+    assert after[:trust] == original[:trust]
+    assert after[trust + 512:record] == original[trust + 512:record] and after[record + 8:] == original[record + 8:]
     assert int.from_bytes(after[record:record + 8], "little") == report["log"]["last_flushed_id"]
+    # "WBTr", then none: no copy logged before the repair may serve reads
+    assert after[trust:trust + 16] == bytes.fromhex("5742547200000000") + b"\xff" * 8
     dump = run([build_dir / "tools" / "wbdump" / "wbdump", "--json", cache])
+    superblock = json.loads(dump.stdout)["superblock"]
+    assert superblock["trust_record"] is True and superblock["clean_copies_trusted_from"] is None
     assert json.loads(dump.stdout)["log"]["dirty_blocks"] == 0
     again = json.loads(wbreplay("--cache", cache, "--backing", backing, "--dry-run", "--json").stdout)
     assert again["plan"]["extents"] == 0

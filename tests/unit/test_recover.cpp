@@ -379,6 +379,8 @@ TEST(Recover, UnreadableBackingSectorsWithAndWithoutACacheCopy)
 		EXPECT_EQ(r.lost[0].sectors, 1u);
 		EXPECT_EQ(r.lost[0].reason, LossReason::backing_unreadable);
 		EXPECT_FALSE(r.nothing_lost());
+		EXPECT_TRUE(std::none_of(r.notes.begin(), r.notes.end(),
+					 [](const std::string& n) { return n.find("trust record") != std::string::npos; }));
 
 		auto expected = d.expected();
 		if (to_output) {
@@ -391,6 +393,45 @@ TEST(Recover, UnreadableBackingSectorsWithAndWithoutACacheCopy)
 			EXPECT_EQ(first_difference(read_all(*open_device(d.backing_path)), expected), -1);
 		}
 	}
+}
+
+TEST(Recover, AnUntrustedCleanCopyRestoresNothing)
+{
+	// As above, but after a write-around session (the trust record says
+	// none): the clean copy may be older than the backing device's data.
+	BatchedCache d(3, 10, 5);
+	std::uint64_t clean_block = 8;
+	{
+		std::set<std::uint64_t> written;
+		for (const auto& w : d.writes)
+			written.insert(w.sector);
+		while (written.count(clean_block) || written.count(clean_block + 8))
+			clean_block += 8;
+	}
+	{
+		auto cache = open_device(d.cache_path, {.writable = true});
+		auto backing = open_device(d.backing_path, {.writable = true});
+		LogWriter writer(*cache, {.backing = backing.get()});
+		for (const auto& w : d.writes)
+			writer.write(w.sector, w.data);
+		writer.flush();
+		std::vector<std::byte> block(d.base.begin() + std::ptrdiff_t(clean_block * 512),
+					     d.base.begin() + std::ptrdiff_t(clean_block * 512 + block_size));
+		writer.write_clean(clean_block, block);
+		writer.flush();
+		AlignedBuffer trust(sector_size);
+		write_clean_trust(trust.span(), WB_TRUST_NONE);
+		cache->write_exact(WB_TRUST_SECTOR * sector_size, trust.span());
+	}
+	FaultInjectingDevice backing(open_device(d.backing_path, {.writable = true}));
+	backing.fail_reads(clean_block * 512, 3 * 512);
+	auto cache = open_device(d.cache_path);
+	const RecoveryReport r = recover(*cache, backing, nullptr, {});
+	EXPECT_EQ(r.sectors_rescued_clean, 0u);
+	EXPECT_FALSE(r.nothing_lost());
+	EXPECT_EQ(r.lost_sectors(), 3u);
+	EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(),
+				[](const std::string& n) { return n.find("trust record") != std::string::npos; }));
 }
 
 TEST(Recover, WriteFailuresOnTheOutputAreReportedLost)

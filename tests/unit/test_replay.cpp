@@ -574,7 +574,7 @@ TEST(ReplayMarkClean, APowerCutAnywhereInItLeavesTheSameReplay)
 	EXPECT_GE(states, 6u);
 }
 
-TEST(ReplayMarkClean, WithoutAStopOnlyTheRecordIsWritten)
+TEST(ReplayMarkClean, WithoutAStopOnlyTheRecordAndTheTrustRecordAreWritten)
 {
 	Images s(8, 1 * MiB, 18);
 	{
@@ -584,14 +584,34 @@ TEST(ReplayMarkClean, WithoutAStopOnlyTheRecordIsWritten)
 	}
 	const std::vector<std::byte> before = read_all(*s.cache);
 	const LogScan scan = scan_log(*s.cache);
+	EXPECT_EQ(scan.trusted_from_id, 1u); // formatted as dm-wbkit formats
 	EXPECT_EQ(mark_cache_clean(*s.cache, scan), 0u);
 	const std::vector<std::byte> after = read_all(*s.cache);
 	ASSERT_EQ(before.size(), after.size());
 	for (std::size_t i = 0; i < after.size(); ++i) {
-		if (i / sector_size != WB_SB_RECORD_OFFSET / sector_size) {
+		if (i / sector_size != WB_SB_RECORD_OFFSET / sector_size && i / sector_size != WB_TRUST_SECTOR) {
 			ASSERT_EQ(before[i], after[i]) << "byte " << i << " changed";
 		}
 	}
+	// The repair changed the backing device outside the log: no copy logged
+	// before it may serve reads after the next replay.
+	EXPECT_EQ(scan_log(*s.cache).trusted_from_id, WB_TRUST_NONE);
+}
+
+TEST(CleanTrust, RecordAndRule)
+{
+	std::vector<std::byte> sector(sector_size);
+	EXPECT_EQ(parse_clean_trust(sector), WB_TRUST_NONE) << "no magic: nothing is trusted";
+	write_clean_trust(sector, 17);
+	EXPECT_EQ(parse_clean_trust(sector), 17u);
+	EXPECT_EQ(std::to_integer<unsigned>(sector[0]), 0x57u); // "WBTr"
+	EXPECT_EQ(std::to_integer<unsigned>(sector[3]), 0x72u);
+	EXPECT_FALSE(wb_clean_copy_trusted(16, 17));
+	EXPECT_TRUE(wb_clean_copy_trusted(17, 17));
+	EXPECT_TRUE(wb_clean_copy_trusted(~0ULL - 1, 1));
+	EXPECT_FALSE(wb_clean_copy_trusted(~0ULL - 1, WB_TRUST_NONE));
+	write_clean_trust(sector, WB_TRUST_NONE);
+	EXPECT_EQ(parse_clean_trust(sector), WB_TRUST_NONE);
 }
 
 TEST(ReplaySafety, Refusals)

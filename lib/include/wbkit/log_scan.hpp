@@ -134,6 +134,12 @@ struct LogScan {
 	bool superblock_readable = true;
 	SuperblockHeader superblock;
 	std::uint64_t sb_record = 0;
+	// The clean-copy trust record: copies of segments with an id below it
+	// may be stale (wb_clean_copy_trusted); WB_TRUST_NONE: no copy is trusted.
+	// Without the record (upstream formatted the cache, or a dm-wbkit older
+	// than the record), the kernel trusts no copy and the tools know nothing.
+	bool trust_record = false;
+	std::uint64_t trusted_from_id = WB_TRUST_NONE;
 	bool verified = false;
 
 	std::vector<SlotInfo> slots; // indexed by slot

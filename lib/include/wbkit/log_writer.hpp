@@ -16,7 +16,8 @@
 namespace wbkit {
 
 struct LogWriterOptions {
-	// Zero the superblock region and every slot header, then write the magic.
+	// Zero the superblock region and every slot header, write the clean-copy
+	// trust record (from id 1, as dm-wbkit does), then the magic.
 	bool format = true;
 	// A partial write over an older dirty copy takes that copy's other dirty
 	// sectors into the new block, as the target does. Off: the new entry
