@@ -4,6 +4,7 @@
  * backing device, the superblock record and the periodic data sync.
  */
 #include <linux/jiffies.h>
+#include <linux/part_stat.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
@@ -18,11 +19,10 @@
 /*
  * Whether the daemon has work: flushed segments not yet written back, and
  * a reason to write them now: drop_caches, the ring needing the slot of the
- * next segment to open (it still holds a segment not written back), or more
- * dirty segments than writeback_threshold percent (0 = never in the
- * background). Nothing is written back ahead of need: a written-back
- * segment's blocks stay in the lookup as clean copies only until their
- * slot is reused, so early writeback would not free anything sooner.
+ * next segment to open (it still holds a segment not written back), or, as
+ * in dm-writeboost, a backing device busy less than writeback_threshold
+ * percent of the last second (wb_update_writeback_allowed; 0 = never in
+ * the background).
  */
 bool wb_should_writeback(struct wb_device *wb)
 {
@@ -38,7 +38,31 @@ bool wb_should_writeback(struct wb_device *wb)
 	if (!READ_ONCE(wb->cur) &&
 	    wb_previous_lap_id(next, wb->nr_segments) > lw)
 		return true;
-	return thr && (lf - lw) * 100 > (u64)thr * wb->nr_segments;
+	return thr && READ_ONCE(wb->writeback_allowed);
+}
+
+/*
+ * dm-writeboost's writeback modulator, once a second: background writeback
+ * is allowed while the backing device was busy (io_ticks) less than
+ * writeback_threshold percent of the last interval. Its own writeback
+ * counts too, so with a threshold below 100 it throttles itself, as
+ * upstream does; 100 lets it run whenever the device is not saturated.
+ */
+void wb_update_writeback_allowed(struct wb_device *wb, unsigned long *ticks,
+				 unsigned long *at)
+{
+	unsigned long now = jiffies;
+	unsigned long t = part_stat_read(wb->backing_dev->bdev, io_ticks);
+	unsigned int ms = jiffies_to_msecs(now - *at);
+	unsigned int busy = jiffies_to_msecs(t - *ticks);
+	unsigned int thr = READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]);
+	bool allowed = thr && (!ms || (u64)busy * 100 < (u64)thr * ms);
+
+	*ticks = t;
+	*at = now;
+	WRITE_ONCE(wb->writeback_allowed, allowed);
+	if (allowed)
+		wake_up(&wb->writeback_wait);
 }
 
 /*
@@ -336,6 +360,8 @@ int wb_periodic_daemon(void *data)
 {
 	struct wb_device *wb = data;
 	unsigned long last_sync = jiffies, last_record = jiffies;
+	unsigned long ticks = part_stat_read(wb->backing_dev->bdev, io_ticks);
+	unsigned long ticks_at = jiffies;
 	void *blk = (void *)__get_free_page(GFP_KERNEL);
 
 	while (!kthread_should_stop()) {
@@ -345,6 +371,8 @@ int wb_periodic_daemon(void *data)
 		/* postsuspend stops this thread; this covers the moment before. */
 		if (wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags))
 			continue;
+
+		wb_update_writeback_allowed(wb, &ticks, &ticks_at);
 
 		sync = READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]);
 		if (!sync) {

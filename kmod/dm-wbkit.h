@@ -335,6 +335,8 @@ struct wb_device {
 	struct wb_writeback_entry *writeback_entries;
 	atomic_t drop_caches;
 	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
+	/* Background writeback allowed (wb_update_writeback_allowed). */
+	bool writeback_allowed;
 
 	/*
 	 * Read cache. Cells are reserved from rc_nr_free down to 0, under
@@ -440,6 +442,8 @@ void wb_writeback_batch(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);
+void wb_update_writeback_allowed(struct wb_device *wb, unsigned long *ticks,
+				 unsigned long *at);
 
 static inline bool wb_dead(struct wb_device *wb)
 {

@@ -44,7 +44,7 @@ wb_report table "\$(\$DMSETUP table wb | cut -d' ' -f3-)"
 sleep 3
 set -- \$(wb_dm_status wb)
 wb_report synced "\$( [ "\$5" -gt 0 ] && [ "\$7" -gt 0 ] && echo yes || echo "no:\$*")"
-\$DMSETUP message wb 0 writeback_threshold 1 || wb_fail "message writeback_threshold failed"
+\$DMSETUP message wb 0 writeback_threshold 100 || wb_fail "message writeback_threshold failed"
 sleep 4
 set -- \$(wb_dm_status wb)
 wb_report background "\$( [ "\$6" = "\$5" ] && echo yes || echo "no:\$*")"

@@ -13,7 +13,16 @@
 #   whole cache back in that second. The backing device is a dm-delay
 #   device: writes are held 200 ms while drop_caches runs, so the
 #   writeback lasts seconds on both modules;
-# - foreground writes again: back to 1.
+# - foreground writes again: back to 1;
+# - then writeback_threshold 100 by message, no more writes: background
+#   writeback (allowed while the backing device was busy less than 100 %
+#   of the last second) empties the ring, and as slots come free the batch
+#   grows back to full throttle, 4. dm-wbkit used to read the threshold as
+#   a percentage of dirty segments, so 100 never wrote back.
+# Segment numbering (a difference kept, kmod/README.md): 100 writes of one
+# block, each followed by fsync. The scenario reports both modules' id
+# advance and the bytes each wrote to its cache device, and requires that
+# both advance current_id with every fsync (upstream by at least 100).
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
@@ -68,25 +77,64 @@ run() { # <cache> <tag>
 	wb_report "idle_dirty_$2" "$(wb_dm_status wb | cut -d' ' -f7)"
 	pressure "$2" 4
 	wb_report "again_$2" "$(batch)"
+	tag=$2
+	$DMSETUP message wb 0 writeback_threshold 100 || wb_fail "$tag: message writeback_threshold 100 failed"
+	seen=""
+	max=0
+	left=?
+	for _ in $(seq 1 1200); do
+		b=$(batch)
+		case " $seen " in *" $b "*) ;; *) seen="$seen $b" ;; esac
+		[ "$b" -gt "$max" ] && max=$b
+		set -- $(wb_dm_status wb)
+		left=$(($5 - $6))
+		[ "$left" = 0 ] && break
+		sleep 0.05
+	done
+	wb_report "background_seen_$tag" "$(echo $seen | tr ' ' ,)"
+	wb_report "background_max_$tag" "$max"
+	wb_report "background_left_$tag" "$left"
+	$DMSETUP remove wb || wb_fail "$tag: remove failed"
+}
+numbering() { # <cache> <tag>
+	wb_dm_create wb "0 $backing_sectors writeboost /dev/mapper/slow $1"
+	id0=$(wb_status_field 4)
+	dev=${1#/dev/}
+	w0=$(awk '{ print $7 }' "/sys/block/$dev/stat")
+	t0=$(date +%s)
+	for _ in $(seq 1 100); do
+		$DD if=/dev/urandom of=/dev/mapper/wb bs=4k count=1 oflag=direct conv=fsync,notrunc 2>/dev/null ||
+			wb_fail "$2: write and fsync failed"
+	done
+	wb_report "fsync_ids_$2" $(($(wb_status_field 4) - id0))
+	wb_report "fsync_cache_kib_$2" $((($(awk '{ print $7 }' "/sys/block/$dev/stat") - w0) / 2))
+	wb_report "fsync_seconds_$2" $(($(date +%s) - t0))
 	$DMSETUP remove wb || wb_fail "$2: remove failed"
 }
 wb_load_target upstream
 run /dev/vdb upstream
+numbering /dev/vdb upstream
 rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
 wb_load_target wbkit
 run /dev/vdc wbkit
+numbering /dev/vdc wbkit
 GUEST
 echo "batching: ${VM_ELAPSED}s"
 [ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
 [ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
 fail=0
 for m in upstream wbkit; do
-	echo "$m: fresh $(vm_result "fresh_$m"), under writes $(vm_result "pressure_$m"), idle drop_caches saw $(vm_result "idle_seen_$m") (max $(vm_result "idle_max_$m")), writes again $(vm_result "again_$m")"
+	echo "$m: fresh $(vm_result "fresh_$m"), under writes $(vm_result "pressure_$m"), idle drop_caches saw $(vm_result "idle_seen_$m") (max $(vm_result "idle_max_$m")), writes again $(vm_result "again_$m"), background writeback saw $(vm_result "background_seen_$m") (segments left $(vm_result "background_left_$m"))"
 	wbkit_expect "segments_$m" 66 || fail=1
 	wbkit_expect "fresh_$m" 0 || fail=1
 	wbkit_expect "pressure_$m" 1 || fail=1
 	wbkit_expect "idle_max_$m" 4 || fail=1
 	wbkit_expect "idle_dirty_$m" 0 || fail=1
 	wbkit_expect "again_$m" 1 || fail=1
+	wbkit_expect "background_max_$m" 4 || fail=1
+	wbkit_expect "background_left_$m" 0 || fail=1
+	echo "$m: 100 writes with fsync: current_id +$(vm_result "fsync_ids_$m"), $(vm_result "fsync_cache_kib_$m") KiB written to the cache device, $(vm_result "fsync_seconds_$m") s"
 done
+[ "$(vm_result fsync_ids_upstream)" -ge 100 ] 2>/dev/null || { echo "upstream: current_id did not advance per fsync"; fail=1; }
+[ "$(vm_result fsync_ids_wbkit)" -ge 100 ] 2>/dev/null || { echo "dm-wbkit: current_id did not advance per fsync"; fail=1; }
 exit $fail
