@@ -36,7 +36,7 @@ struct wb_tunable_def {
 static const struct wb_tunable_def wb_tunables[WB_T_NR] = {
 	[WB_T_WRITEBACK_THRESHOLD] = {
 		"writeback_threshold",
-		{ 0, 100, "writeback_threshold must be 0..100 (percent of the backing device's time)" }, 0 },
+		{ 0, 100, "writeback_threshold must be 0..100 (percent)" }, 0 },
 	[WB_T_NR_MAX_BATCHED_WRITEBACK] = {
 		"nr_max_batched_writeback",
 		{ 1, WB_MAX_BATCH, "nr_max_batched_writeback must be 1..32" },
