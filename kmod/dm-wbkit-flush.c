@@ -30,7 +30,6 @@ static bool wb_slot_free(struct wb_device *wb, u64 id)
 int wb_get_cur(struct wb_device *wb)
 {
 	struct wb_segment *seg;
-	unsigned int j;
 	u64 id;
 
 	while (!wb->cur) {
@@ -62,9 +61,7 @@ int wb_get_cur(struct wb_device *wb)
 		 * from the lookup now. Reads already remapped to them finish
 		 * before the flusher writes the new segment here.
 		 */
-		for (j = 0; j < WB_BLOCKS_PER_SEGMENT; j++)
-			if (!hlist_unhashed(&seg->mb[j].ht_node))
-				wb_ht_del(wb, &seg->mb[j]);
+		wb_unhash_entries(wb, seg, WB_BLOCKS_PER_SEGMENT);
 		/* A ring shorter than the pool: the slot still keeps its buffer. */
 		if (seg->buf) {
 			wb_reclaim_buf(wb, seg);

@@ -242,6 +242,17 @@ void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb)
 		wb->nr_dirty--;
 }
 
+/* Takes the first n entries of seg out of the lookup. */
+void wb_unhash_entries(struct wb_device *wb, struct wb_segment *seg,
+		       unsigned int n)
+{
+	unsigned int j;
+
+	for (j = 0; j < n; j++)
+		if (!hlist_unhashed(&seg->mb[j].ht_node))
+			wb_ht_del(wb, &seg->mb[j]);
+}
+
 /* Its data is on the backing device; a hashed copy keeps serving reads. */
 void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb)
 {
@@ -411,22 +422,17 @@ static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 /*
  * Undoes the walk's steps before `upto` (wb_torn_rewrite: they were being
  * rewritten): their entries leave the hash table. Nothing was written for
- * them; the sectors they left to newer entries (replay_keep) are dropped
- * with them.
+ * them; the sectors they left to newer entries (replay_keep) are never
+ * written either: their segments end up at or below last_writeback_id.
  */
 static void wb_forget_applied(struct wb_device *wb, u64 start, u64 upto)
 {
 	struct wb_segment *seg;
-	unsigned int j;
 	u64 i;
 
 	for (i = 0; i < upto; i++) {
 		seg = &wb->segs[wb_ring_slot(start, i, wb->nr_segments)];
-		for (j = 0; j < seg->length; j++) {
-			if (!hlist_unhashed(&seg->mb[j].ht_node))
-				wb_ht_del(wb, &seg->mb[j]);
-			seg->mb[j].replay_keep = 0;
-		}
+		wb_unhash_entries(wb, seg, seg->length);
 		seg->length = 0;
 	}
 }

@@ -389,6 +389,8 @@ void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 int wb_format_or_replay(struct wb_device *wb, char **error);
 int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
 void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
+void wb_unhash_entries(struct wb_device *wb, struct wb_segment *seg,
+		       unsigned int n);
 int wb_write_trust(struct wb_device *wb, u64 trusted_from_id);
 struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
 void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
