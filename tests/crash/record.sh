@@ -14,6 +14,12 @@
 #
 # A mark "f<N>" follows every completed fsync of the workload: from that
 # point on, stamped writes 1..N are acknowledged as flushed.
+#
+# Environment: CRASH_TABLE_ARGS, optional arguments of the writeboost table
+# line (e.g. "2 update_sb_record_interval 1"); CRASH_RESTART_EVERY=K removes
+# the target after every K-th group of writes (after 1.2 s, so that a record
+# interval of 1 s writes the record first) and creates it again, so the log
+# also holds what shutdown and replay write (restart sequences).
 # OUTDIR gets log.img (the log device), final-data.img (the logged device as
 # the VM left it, to check the replayer against) and meta.kv.
 set -euo pipefail
@@ -36,6 +42,8 @@ both) cache_bytes=$((6 << 20)); ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH
 esac
 partial_pct=20
 workload="--seed $seed --size $backing_bytes --partial-pct $partial_pct"
+table_args=${CRASH_TABLE_ARGS:-}
+restart_every=${CRASH_RESTART_EVERY:-0}
 
 mkdir -p "$out"
 rm -f "$out"/log.img "$out"/final-data.img "$out"/final-backing.img "$out"/meta.kv
@@ -57,20 +65,28 @@ guest=$(cat <<GUEST
 wb_load_target $target
 if [ $mode = cache ]; then
 	wb_dm_create lw "0 $cache_sectors log-writes /dev/vdb /dev/vdc"
-	wb_dm_create wb "0 $backing_sectors writeboost /dev/vda /dev/mapper/lw"
+	table="0 $backing_sectors writeboost /dev/vda /dev/mapper/lw $table_args"
 else
 	wb_dm_create lw "0 $((backing_sectors + cache_sectors)) log-writes /dev/vda /dev/vdb"
 	wb_dm_create bk "0 $backing_sectors linear /dev/mapper/lw 0"
 	wb_dm_create cc "0 $cache_sectors linear /dev/mapper/lw $backing_sectors"
-	wb_dm_create wb "0 $backing_sectors writeboost /dev/mapper/bk /dev/mapper/cc"
+	table="0 $backing_sectors writeboost /dev/mapper/bk /dev/mapper/cc $table_args"
 fi
+wb_dm_create wb "\$table"
 first=1
+group=0
 while [ \$first -le $ops ]; do
 	last=\$((first + $flush_every - 1))
 	\$WBSTAMP write /dev/mapper/wb $workload --first \$first --ops \$last --flush-every $flush_every >/tmp/w.out 2>&1 || { cat /tmp/w.out; wb_fail "workload failed at \$first"; }
 	grep -q "^last_flushed=\$last\$" /tmp/w.out || { cat /tmp/w.out; wb_fail "write \$last not flushed"; }
 	\$DMSETUP message lw 0 mark f\$last || wb_fail "mark f\$last failed"
 	first=\$((last + 1))
+	group=\$((group + 1))
+	if [ $restart_every -gt 0 ] && [ \$((group % $restart_every)) = 0 ] && [ \$first -le $ops ]; then
+		sleep 1.2
+		\$DMSETUP remove wb || wb_fail "restart: remove wb failed"
+		wb_dm_create wb "\$table"
+	fi
 done
 wb_report status "\$(wb_dm_status wb)"
 \$DMSETUP remove wb || wb_fail "remove wb failed"
@@ -110,6 +126,8 @@ fi
 	echo "partial_pct=$partial_pct"
 	echo "backing_bytes=$backing_bytes"
 	echo "cache_bytes=$cache_bytes"
+	echo "table_args=$table_args"
+	echo "restart_every=$restart_every"
 	if [ "$mode" = cache ]; then
 		echo "log_backing_offset=none"
 		echo "log_cache_offset=0"
