@@ -78,11 +78,13 @@ run() { # <cache> <tag>
 	pressure "$2" 4
 	wb_report "again_$2" "$(batch)"
 	tag=$2
+	write_delay 200
 	$DMSETUP message wb 0 writeback_threshold 100 || wb_fail "$tag: message writeback_threshold 100 failed"
 	seen=""
 	max=0
 	left=?
-	for _ in $(seq 1 1200); do
+	t0=$(date +%s)
+	while [ $(($(date +%s) - t0)) -lt 180 ]; do
 		b=$(batch)
 		case " $seen " in *" $b "*) ;; *) seen="$seen $b" ;; esac
 		[ "$b" -gt "$max" ] && max=$b
@@ -94,6 +96,8 @@ run() { # <cache> <tag>
 	wb_report "background_seen_$tag" "$(echo $seen | tr ' ' ,)"
 	wb_report "background_max_$tag" "$max"
 	wb_report "background_left_$tag" "$left"
+	wb_report "background_seconds_$tag" $(($(date +%s) - t0))
+	write_delay 0
 	$DMSETUP remove wb || wb_fail "$tag: remove failed"
 }
 numbering() { # <cache> <tag>
