@@ -17,8 +17,10 @@
 # - then writeback_threshold 100 by message, no more writes: background
 #   writeback (allowed while the backing device was busy less than 100 %
 #   of the last second) empties the ring, and as slots come free the batch
-#   grows back to full throttle, 4. dm-wbkit used to read the threshold as
-#   a percentage of dirty segments, so 100 never wrote back.
+#   grows back to full throttle, 4 (writes to the backing disk are held
+#   200 ms here too, so that the batches last long enough to be seen).
+#   dm-wbkit used to read the threshold as a percentage of dirty segments,
+#   so 100 never wrote back.
 # Segment numbering (a difference kept, kmod/README.md): 100 writes of one
 # block, each followed by fsync. The scenario reports both modules' id
 # advance and the bytes each wrote to its cache device, and requires that
@@ -128,7 +130,7 @@ echo "batching: ${VM_ELAPSED}s"
 [ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
 fail=0
 for m in upstream wbkit; do
-	echo "$m: fresh $(vm_result "fresh_$m"), under writes $(vm_result "pressure_$m"), idle drop_caches saw $(vm_result "idle_seen_$m") (max $(vm_result "idle_max_$m")), writes again $(vm_result "again_$m"), background writeback saw $(vm_result "background_seen_$m") (segments left $(vm_result "background_left_$m"))"
+	echo "$m: fresh $(vm_result "fresh_$m"), under writes $(vm_result "pressure_$m"), idle drop_caches saw $(vm_result "idle_seen_$m") (max $(vm_result "idle_max_$m")), writes again $(vm_result "again_$m"), background writeback saw $(vm_result "background_seen_$m") (segments left $(vm_result "background_left_$m") after $(vm_result "background_seconds_$m") s)"
 	wbkit_expect "segments_$m" 66 || fail=1
 	wbkit_expect "fresh_$m" 0 || fail=1
 	wbkit_expect "pressure_$m" 1 || fail=1
