@@ -273,16 +273,28 @@ void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb)
 static int wb_format(struct wb_device *wb, char **error)
 {
 	struct wb_superblock_header_device *sb;
+	struct wb_clean_trust_device *trust;
 	void *zero = (void *)get_zeroed_page(GFP_KERNEL);
+	void *trust_blk = (void *)get_zeroed_page(GFP_KERNEL);
 	struct wb_aio aio;
 	sector_t s;
 	u64 k;
 	int err;
 
-	if (!zero) {
+	if (!zero || !trust_blk) {
+		free_page((unsigned long)zero);
+		free_page((unsigned long)trust_blk);
 		*error = "Cannot allocate memory to format the cache device";
 		return -ENOMEM;
 	}
+	/*
+	 * Every entry written from now on is trusted (wb_clean_copy_trusted).
+	 * Written with the zeroing, not after it: an unflushed write of the
+	 * same block may still land after a later one.
+	 */
+	trust = trust_blk;
+	trust->magic = cpu_to_le32(WB_TRUST_MAGIC);
+	trust->trusted_from_id = cpu_to_le64(1);
 	DMINFO("formatting the cache device (%llu segments)",
 	       (unsigned long long)wb->nr_segments);
 
@@ -290,7 +302,8 @@ static int wb_format(struct wb_device *wb, char **error)
 		wb_aio_init(&aio);
 		for (s = 0; s < WB_SUPERBLOCK_SECTORS; s += WB_BLOCK_SECTORS)
 			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE, s,
-				      zero, WB_BLOCK_SIZE);
+				      s == WB_TRUST_SECTOR ? trust_blk : zero,
+				      WB_BLOCK_SIZE);
 		for (k = 0; k < wb->nr_segments; k++) {
 			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_WRITE,
 				      wb_slot_start_sector(k), zero,
@@ -305,10 +318,7 @@ static int wb_format(struct wb_device *wb, char **error)
 		goto io_error;
 	}
 
-	/* Every entry written from now on is trusted (wb_clean_copy_trusted). */
-	err = wb_write_trust(wb, 1);
-	if (err)
-		goto io_error;
+	wb->trusted_from_id = 1;
 
 	/* The zeroed headers are durable before the magic makes them valid. */
 	err = wb_flush_dev(wb, WB_DEV_CACHE);
@@ -325,11 +335,13 @@ static int wb_format(struct wb_device *wb, char **error)
 	for (k = 0; k < wb->nr_segments; k++)
 		wb->segs[k].header_zeroed = true;
 	free_page((unsigned long)zero);
+	free_page((unsigned long)trust_blk);
 	return 0;
 
 io_error:
 	*error = "I/O error while formatting the cache device";
 	free_page((unsigned long)zero);
+	free_page((unsigned long)trust_blk);
 	return err;
 }
 

@@ -19,14 +19,14 @@ LogWriter::LogWriter(Device& cache, const LogWriterOptions& options)
 	if (!options_.format)
 		return;
 	// docs/FORMAT.md's order: superblock region, every slot header, flush, then the magic.
-	AlignedBuffer zeros(superblock_size);
-	cache_.write_exact(0, zeros.span());
+	// With the trust record as dm-wbkit formats (every entry it writes may
+	// serve reads after a replay), in the same write as the zeroing.
+	AlignedBuffer region(superblock_size);
+	std::ranges::fill(region.span(), std::byte{0});
+	write_clean_trust(region.span().subspan(WB_TRUST_SECTOR * sector_size, sector_size), 1);
+	cache_.write_exact(0, region.span());
 	for (std::uint64_t slot = 0; slot < geometry_.nr_segments; ++slot)
-		cache_.write_exact(geometry_.slot_offset(slot), zeros.span().first(block_size));
-	// As dm-wbkit formats: every entry it writes may serve reads after a replay.
-	AlignedBuffer trust(sector_size);
-	write_clean_trust(trust.span(), 1);
-	cache_.write_exact(WB_TRUST_SECTOR * sector_size, trust.span());
+		cache_.write_exact(geometry_.slot_offset(slot), region.span().first(block_size));
 	cache_.flush_or_throw();
 	AlignedBuffer sector(sector_size);
 	write_superblock_magic(sector.span());
