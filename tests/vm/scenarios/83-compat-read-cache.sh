@@ -107,7 +107,8 @@ run() { # <backing> <cache> <tag>
 	# A write-around session over a copy staged before it (block 10) and
 	# one staged during it (block 900).
 	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2 6 write_around_mode 1 read_cache_threshold 4 nr_read_cache_cells 8"
-	wb_read_blocks 900 903 906 909
+	# Eight cells: full, so they are injected into the log.
+	wb_read_blocks 900 903 906 909 912 915 918 921
 	sleep 1
 	wb_read_blocks 900
 	for b in 10 900; do
