@@ -8,7 +8,7 @@
 #   model   once, on the bare disk model: the validation figures (4 KiB random
 #           reads and writes at QD1 over the disk and over an 8 MiB region,
 #           4 KiB writes 64 KiB apart, 1 MiB sequential reads, 4 KiB random
-#           reads at QD16, where the disk's queue reorders)
+#           reads at QD16, where the disk's queue reorders, 1 MiB reads at QD4)
 #   sort    random 4 KiB writes (WBKIT_BENCH_DIRTY over WBKIT_BENCH_REGION,
 #           the same blocks every time) with writeback off, then the time of
 #           `dmsetup message wb 0 drop_caches` with nr_max_batched_writeback
@@ -33,9 +33,9 @@
 # Usage: bench/vm-hdd.sh [BUILD_DIR]
 #   WBKIT_BENCH_ROUNDS (5), WBKIT_BENCH_ROWS ("model sort steady dbench untar"),
 #   WBKIT_BENCH_REGION (256M), WBKIT_BENCH_DIRTY (16M), WBKIT_BENCH_STEADY_CACHE
-#   (64: MiB), WBKIT_BENCH_STEADY_REGION (512M), WBKIT_BENCH_STEADY_WRAPS (3),
+#   (32: MiB), WBKIT_BENCH_STEADY_REGION (512M), WBKIT_BENCH_STEADY_WRAPS (3),
 #   WBKIT_BENCH_STEADY_RAW_TIME (20), WBKIT_BENCH_DBENCH_TIME (15),
-#   WBKIT_BENCH_UNTAR_DIRS ("fs"), WBKIT_BENCH_MODEL_TIME (10 s per model row),
+#   WBKIT_BENCH_UNTAR_DIRS ("fs kernel mm": 56 MiB, 2945 files), WBKIT_BENCH_MODEL_TIME (10 s per model row),
 #   WBKIT_BENCH_DISK_SIZE (4G), WBKIT_HDD_PARAMS (filter parameters),
 #   WBKIT_BENCH_RESULTS (bench/results; "-" writes no file)
 set -euo pipefail
@@ -48,12 +48,12 @@ rounds=${WBKIT_BENCH_ROUNDS:-5}
 rows=${WBKIT_BENCH_ROWS:-model sort steady dbench untar}
 region=${WBKIT_BENCH_REGION:-256M}
 dirty=${WBKIT_BENCH_DIRTY:-16M}
-steady_cache=${WBKIT_BENCH_STEADY_CACHE:-64}
+steady_cache=${WBKIT_BENCH_STEADY_CACHE:-32}
 steady_region=${WBKIT_BENCH_STEADY_REGION:-512M}
 steady_wraps=${WBKIT_BENCH_STEADY_WRAPS:-3}
 steady_raw_time=${WBKIT_BENCH_STEADY_RAW_TIME:-20}
 dbench_time=${WBKIT_BENCH_DBENCH_TIME:-15}
-untar_dirs=${WBKIT_BENCH_UNTAR_DIRS:-fs}
+untar_dirs=${WBKIT_BENCH_UNTAR_DIRS:-fs kernel mm}
 model_time=${WBKIT_BENCH_MODEL_TIME:-10}
 disk_size=${WBKIT_BENCH_DISK_SIZE:-4G}
 results=${WBKIT_BENCH_RESULTS:-$WBKIT_ROOT/bench/results}
@@ -155,6 +155,9 @@ model_rows() {
 	wb_report model.randread_qd16 "$(terse 8)"
 	fio_terse --name=sr --filename=$HDD --rw=read --bs=1M --runtime="$MODEL_TIME" --time_based
 	wb_report model.seqread_kib_s "$(terse 7)"
+	fio_terse --name=sr4 --filename=$HDD --rw=read --bs=1M --ioengine=libaio --iodepth=4 \
+		--runtime="$MODEL_TIME" --time_based
+	wb_report model.seqread_qd4_kib_s "$(terse 7)"
 	fio_terse --name=rw --filename=$HDD --rw=randwrite --bs=4k --runtime="$MODEL_TIME" --time_based
 	wb_report model.randwrite_qd1 "$(terse 49)"
 	fio_terse --name=rw8 --filename=$HDD --rw=randwrite --bs=4k --size=8M --runtime="$MODEL_TIME" --time_based
@@ -307,6 +310,7 @@ report=$work/report.md
 			printf "| 4 KiB random reads QD1, whole disk | %.0f IOPS |\n", model["randread_qd1"]
 			printf "| 4 KiB random reads QD16, whole disk (the queue reorders) | %.0f IOPS |\n", model["randread_qd16"]
 			printf "| 1 MiB sequential reads QD1 | %.1f MB/s |\n", model["seqread_kib_s"] * 1024 / 1e6
+			printf "| 1 MiB sequential reads QD4 | %.1f MB/s |\n", model["seqread_qd4_kib_s"] * 1024 / 1e6
 			printf "| 4 KiB random writes QD1, whole disk | %.0f IOPS |\n", model["randwrite_qd1"]
 			printf "| 4 KiB random writes QD1, 8 MiB region (short seeks) | %.0f IOPS |\n", model["randwrite_8m"]
 			printf "| 4 KiB writes 64 KiB apart QD1 (next one on the same track, just missed) | %.0f IOPS |\n", model["stride64k_write"]

@@ -61,8 +61,9 @@ TEST(HddModel, SeekGrowsWithTheSquareRootOfTheDistance)
 	hdd_params p = defaults();
 	// Within one track: no seek.
 	EXPECT_EQ(hdd_seek_ns(&p, 0, 1000000), 0);
-	// The next track: the settle time, nearly.
-	EXPECT_NEAR(hdd_seek_ns(&p, 1000000, 1300000), 0.5 * ms, 0.01 * ms);
+	// The next track, 300 kB on: the settle time and a little more
+	// (8 ms * sqrt(300000 / 4 GiB) = 0.067 ms).
+	EXPECT_EQ(hdd_seek_ns(&p, 1000000, 1300000), 566861);
 	// A quarter of the disk: settle + half of the rest.
 	EXPECT_EQ(hdd_seek_ns(&p, 0, GiB), 4500000);
 	EXPECT_EQ(hdd_seek_ns(&p, GiB, 0), 4500000);
