@@ -35,7 +35,7 @@
 #   WBKIT_BENCH_REGION (256M), WBKIT_BENCH_DIRTY (16M), WBKIT_BENCH_STEADY_CACHE
 #   (32: MiB), WBKIT_BENCH_STEADY_REGION (512M), WBKIT_BENCH_STEADY_WRAPS (3),
 #   WBKIT_BENCH_STEADY_RAW_TIME (20), WBKIT_BENCH_DBENCH_TIME (15),
-#   WBKIT_BENCH_UNTAR_DIRS ("fs kernel mm": 56 MiB, 2945 files), WBKIT_BENCH_MODEL_TIME (10 s per model row),
+#   WBKIT_BENCH_UNTAR_DIRS ("fs kernel mm": 58 MiB, 2816 files), WBKIT_BENCH_MODEL_TIME (10 s per model row),
 #   WBKIT_BENCH_DISK_SIZE (4G), WBKIT_HDD_PARAMS (filter parameters),
 #   WBKIT_BENCH_RESULTS (bench/results; "-" writes no file)
 set -euo pipefail
