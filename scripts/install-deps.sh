@@ -19,6 +19,8 @@ BUILD_PACKAGES=(
 VM_PACKAGES=(
 	linux-image-amd64 linux-headers-amd64 qemu-system-x86 qemu-utils
 	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms dbench e2fsprogs
+	# The hard-disk model of the benchmarks (bench/hdd), an nbdkit filter.
+	nbdkit nbdkit-plugin-dev
 )
 
 want=("${BUILD_PACKAGES[@]}")

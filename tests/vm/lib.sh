@@ -296,7 +296,11 @@ vm_run() {
 
 	local drives=() disk letters=abcdefghijklmnopqrstuvwxyz i=0 opts
 	for disk in "$@" "$script_disk"; do
-		[ -f "$disk" ] || { vm_log "no such disk image: $disk"; rm -f "$script_disk"; return 125; }
+		# An nbd+unix:// URL is an NBD export (bench/hdd: the hard-disk model).
+		case $disk in
+		nbd+unix://*) ;;
+		*) [ -f "$disk" ] || { vm_log "no such disk image: $disk"; rm -f "$script_disk"; return 125; } ;;
+		esac
 		# VM_DRIVE_OPTS_vd<letter> appends -drive options to that one disk,
 		# e.g. VM_DRIVE_OPTS_vda=throttling.iops-total=150 makes /dev/vda
 		# as slow as a hard disk (bench/vm-writeback-sorting.sh).

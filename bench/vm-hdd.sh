@@ -1,0 +1,376 @@
+#!/usr/bin/env bash
+# dm-wbkit against upstream dm-writeboost over a modelled 7200 rpm hard disk
+# (bench/hdd: an nbdkit filter with seek, rotation and transfer times, one
+# request at a time), in one VM boot, both modules loaded (dm-wbkit as target
+# "wbkit"), every row on both targets back to back (which goes first
+# alternates per round), over several rounds: medians, the ratio of the
+# medians and the median of the per-round ratios (pair med). Rows:
+#   model   once, on the bare disk model: the validation figures (4 KiB random
+#           reads and writes at QD1 over the disk and over an 8 MiB region,
+#           4 KiB writes 64 KiB apart, 1 MiB sequential reads, 4 KiB random
+#           reads at QD16, where the disk's queue reorders, 1 MiB reads at QD4)
+#   sort    random 4 KiB writes (WBKIT_BENCH_DIRTY over WBKIT_BENCH_REGION,
+#           the same blocks every time) with writeback off, then the time of
+#           `dmsetup message wb 0 drop_caches` with nr_max_batched_writeback
+#           1 and 32: the sorted writeback factor is time(1) / time(32)
+#   steady  random 4 KiB writes over WBKIT_BENCH_STEADY_REGION at QD16 on a
+#           WBKIT_BENCH_STEADY_CACHE cache (default table options: writeback
+#           only when the ring needs a slot): one cache's worth unmeasured,
+#           then WBKIT_BENCH_STEADY_WRAPS caches' worth measured (IOPS), so
+#           the targets go as fast as they write back; also the bare disk
+#           (time-based, WBKIT_BENCH_STEADY_RAW_TIME s)
+#   dbench  dbench -s, 4 clients, WBKIT_BENCH_DBENCH_TIME s, on a fresh ext4
+#           over the bare disk, upstream and dm-wbkit (MB/s)
+#   untar   a source tree (WBKIT_BENCH_UNTAR_DIRS of Debian's linux-source-6.1,
+#           or /usr/include without boost, node and llvm when it is not
+#           installed) unpacked from its own virtio disk onto a fresh ext4,
+#           then sync (seconds; the ratio is upstream / dm-wbkit)
+# Prints "sorted writeback factor: X" (dm-wbkit's), "steady state
+# ours/upstream: X", "dbench ours/upstream: X", "untar ours/upstream: X" (pair
+# medians) and writes the table to bench/results/vm-hdd-<date>.md with the
+# load average at the start and the end. TCG on a shared machine: take
+# figures at a load below 1.5 only.
+# Usage: bench/vm-hdd.sh [BUILD_DIR]
+#   WBKIT_BENCH_ROUNDS (5), WBKIT_BENCH_ROWS ("model sort steady dbench untar"),
+#   WBKIT_BENCH_REGION (256M), WBKIT_BENCH_DIRTY (16M), WBKIT_BENCH_STEADY_CACHE
+#   (32: MiB), WBKIT_BENCH_STEADY_REGION (512M), WBKIT_BENCH_STEADY_WRAPS (3),
+#   WBKIT_BENCH_STEADY_RAW_TIME (20), WBKIT_BENCH_DBENCH_TIME (15),
+#   WBKIT_BENCH_UNTAR_DIRS ("fs kernel mm": 58 MiB, 2816 files), WBKIT_BENCH_MODEL_TIME (10 s per model row),
+#   WBKIT_BENCH_DISK_SIZE (4G), WBKIT_HDD_PARAMS (filter parameters),
+#   WBKIT_BENCH_RESULTS (bench/results; "-" writes no file)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/vm-bench.inc"
+source "$here/hdd/hdd.inc"
+build=$(realpath "${1:-$WBKIT_ROOT/build}")
+
+rounds=${WBKIT_BENCH_ROUNDS:-5}
+rows=${WBKIT_BENCH_ROWS:-model sort steady dbench untar}
+region=${WBKIT_BENCH_REGION:-256M}
+dirty=${WBKIT_BENCH_DIRTY:-16M}
+steady_cache=${WBKIT_BENCH_STEADY_CACHE:-32}
+steady_region=${WBKIT_BENCH_STEADY_REGION:-512M}
+steady_wraps=${WBKIT_BENCH_STEADY_WRAPS:-3}
+steady_raw_time=${WBKIT_BENCH_STEADY_RAW_TIME:-20}
+dbench_time=${WBKIT_BENCH_DBENCH_TIME:-15}
+untar_dirs=${WBKIT_BENCH_UNTAR_DIRS:-fs kernel mm}
+model_time=${WBKIT_BENCH_MODEL_TIME:-10}
+disk_size=${WBKIT_BENCH_DISK_SIZE:-4G}
+results=${WBKIT_BENCH_RESULTS:-$WBKIT_ROOT/bench/results}
+
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+vm_bench_prepare
+vm_has_upstream || { echo "skipped: upstream dm-writeboost.ko not built for $VM_KVER (dm-writeboost-dkms)"; exit 0; }
+hdd_filter "$build"
+has_row() { case " $rows " in *" $1 "*) return 0 ;; esac; return 1; }
+
+work=$(mktemp -d "$VM_WORK/bench-hdd.XXXXXX") # not tmpfs: cache=none needs O_DIRECT
+trap 'hdd_stop; rm -rf "$work"' EXIT
+
+# dbench, mke2fs and ext4 come on a tar disk that the guest unpacks over its
+# root (as in vm-fastpath.sh); the untar row's tree on a disk of its own.
+command -v dbench >/dev/null || { echo "skipped: dbench not installed (scripts/install-deps.sh)"; exit 0; }
+files=("$(command -v dbench)" /usr/share/dbench/client.txt /usr/sbin/mke2fs)
+for prog in "$(command -v dbench)" /usr/sbin/mke2fs; do
+	mapfile -t -O "${#files[@]}" files < <(ldd "$prog" | awk '$(NF-1) ~ /^\// { print $(NF-1) }')
+done
+mapfile -t -O "${#files[@]}" files < <(modprobe -S "$VM_KVER" -D ext4 | awk '$1 == "insmod" { print $2 }')
+tar -chf "$work/extras.tar" "${files[@]}" 2>/dev/null
+truncate -s %1M "$work/extras.tar"
+
+# The tree, made once per machine and kept in $VM_WORK.
+src=/usr/src/linux-source-6.1.tar.xz
+if [ -f "$src" ]; then
+	tree=$VM_WORK/untar-linux-6.1-$(echo "$untar_dirs" | tr ' /' '_-').tar
+	if [ ! -f "$tree" ]; then
+		echo "making $tree from $src ($untar_dirs)"
+		mkdir -p "$work/tree"
+		# shellcheck disable=SC2046 # one member per directory
+		tar -xJf "$src" -C "$work/tree" $(for d in $untar_dirs; do echo "linux-source-6.1/$d"; done)
+		tar --format=gnu --sort=name -cf "$tree.tmp.$$" -C "$work/tree" linux-source-6.1
+		rm -rf "$work/tree"
+		mv -f "$tree.tmp.$$" "$tree"
+	fi
+	tree_what="linux-source-6.1: $untar_dirs"
+else
+	tree=$VM_WORK/untar-usr-include.tar
+	[ -f "$tree" ] || tar --format=gnu --sort=name -cf "$tree" -C /usr --exclude=include/boost \
+		--exclude=include/node --exclude=include/llvm-14 --exclude='include/llvm-c-14' include
+	tree_what="/usr/include without boost, node, llvm"
+fi
+cp "$tree" "$work/tree.tar"
+truncate -s %1M "$work/tree.tar"
+tree_mb=$(($(stat -c %s "$tree") / 1048576))
+tree_files=$(tar -tf "$tree" | grep -vc '/$')
+
+vm_image "$work/disk.img" "$disk_size"
+vm_image "$work/cache-wbkit.img" 4G
+vm_image "$work/cache-upstream.img" 4G
+hdd_start "$work/disk.img" "$work/hdd.sock" "$work/hdd.stats"
+hdd_params="full_stroke_ms=8.5 settle_ms=0.5 rpm=7200 mb_per_s=150 rotation=clock ncq=32 max_wait_ms=100${WBKIT_HDD_PARAMS:+ (then $WBKIT_HDD_PARAMS)}"
+
+VM_TIMEOUT=${WBKIT_BENCH_VM_TIMEOUT:-3600}
+VM_MEM=${WBKIT_BENCH_VM_MEM:-3072}
+{
+	echo "ROUNDS=$rounds ROWS='$rows' REGION=$region DIRTY=$dirty STEADY_CACHE=$steady_cache"
+	echo "STEADY_REGION=$steady_region STEADY_WRAPS=$steady_wraps STEADY_RAW_TIME=$steady_raw_time"
+	echo "DBENCH_TIME=$dbench_time MODEL_TIME=$model_time"
+	cat <<'GUEST'
+. /lib/wbguest.sh
+# /dev/vda the hard-disk model, /dev/vdb and /dev/vdc the caches of dm-wbkit
+# and upstream, /dev/vdd the extras, /dev/vde the tree to unpack.
+tar -xf /dev/vdd -C / || wb_fail "unpacking the extras failed"
+for m in lib/crc16 fs/mbcache fs/jbd2/jbd2 fs/ext4/ext4; do
+	insmod /lib/modules/*/kernel/$m.ko || wb_fail "insmod $m failed"
+done
+mkdir -p /mnt
+HDD=/dev/vda
+uptime_cs() { tr -d . </proc/uptime | cut -d' ' -f1; }
+# Terse v3: read IOPS field 8, read bandwidth (KiB/s) 7, write IOPS 49.
+fio_terse() {
+	$FIO --direct=1 --randrepeat=1 --output-format=terse --terse-version=3 "$@" \
+		>/tmp/fio.out 2>/tmp/fio.err || { cat /tmp/fio.err; wb_fail "fio $* failed"; }
+}
+terse() { cut -d';' -f"$1" /tmp/fio.out | head -1; }
+# new_target <wbkit|upstream> <cache dev> [table options...]
+new_target() {
+	t=$1 cache=$2 type=writeboost
+	shift 2
+	[ "$t" = wbkit ] && type=wbkit
+	# An invalid magic makes either target format the cache: an empty log.
+	$DD if=/dev/zero of="$cache" bs=1M count=1 oflag=direct status=none || wb_fail "zeroing $cache failed"
+	if [ $# -gt 0 ]; then opts="$# $*"; else opts=; fi
+	wb_dm_create wb "0 $(wb_sectors $HDD) $type $HDD $cache${opts:+ $opts}"
+}
+end_target() {
+	wb_report "r$r.$1.$2.status" "$(wb_dm_status wb)"
+	$DMSETUP remove wb || wb_fail "remove failed"
+}
+cache_of() { if [ "$1" = wbkit ]; then echo /dev/vdb; else echo /dev/vdc; fi; }
+model_rows() {
+	fio_terse --name=rr --filename=$HDD --rw=randread --bs=4k --runtime="$MODEL_TIME" --time_based
+	wb_report model.randread_qd1 "$(terse 8)"
+	fio_terse --name=rr16 --filename=$HDD --rw=randread --bs=4k --ioengine=libaio --iodepth=16 \
+		--runtime="$MODEL_TIME" --time_based
+	wb_report model.randread_qd16 "$(terse 8)"
+	fio_terse --name=sr --filename=$HDD --rw=read --bs=1M --runtime="$MODEL_TIME" --time_based
+	wb_report model.seqread_kib_s "$(terse 7)"
+	fio_terse --name=sr4 --filename=$HDD --rw=read --bs=1M --ioengine=libaio --iodepth=4 \
+		--runtime="$MODEL_TIME" --time_based
+	wb_report model.seqread_qd4_kib_s "$(terse 7)"
+	fio_terse --name=rw --filename=$HDD --rw=randwrite --bs=4k --runtime="$MODEL_TIME" --time_based
+	wb_report model.randwrite_qd1 "$(terse 49)"
+	fio_terse --name=rw8 --filename=$HDD --rw=randwrite --bs=4k --size=8M --runtime="$MODEL_TIME" --time_based
+	wb_report model.randwrite_8m "$(terse 49)"
+	fio_terse --name=stride --filename=$HDD --rw=write:60k --bs=4k --runtime="$MODEL_TIME" --time_based
+	wb_report model.stride64k_write "$(terse 49)"
+	fio_terse --name=stride16 --filename=$HDD --rw=write:60k --bs=4k --ioengine=libaio --iodepth=16 \
+		--runtime="$MODEL_TIME" --time_based
+	wb_report model.stride64k_write_qd16 "$(terse 49)"
+}
+sort_row() {
+	t=$1
+	for batch in 1 32; do
+		new_target "$t" "$(cache_of "$t")" writeback_threshold 0 nr_max_batched_writeback $batch
+		$FIO --name=dirty --filename=/dev/mapper/wb --rw=randwrite --bs=4k --size="$REGION" \
+			--io_size="$DIRTY" --direct=1 --ioengine=libaio --iodepth=16 --randrepeat=1 \
+			--end_fsync=1 --output-format=terse >/tmp/fio.out 2>/tmp/fio.err ||
+			{ cat /tmp/fio.err; wb_fail "fio failed (sort $t $batch)"; }
+		t0=$(uptime_cs)
+		$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed ($t $batch)"
+		t1=$(uptime_cs)
+		wb_report "r$r.$t.sort$batch" $((t1 - t0))
+		end_target "$t" "sort$batch"
+	done
+}
+steady_row() {
+	t=$1
+	if [ "$t" = raw ]; then
+		fio_terse --name=raw --filename=$HDD --rw=randwrite --bs=4k --size="$STEADY_REGION" \
+			--ioengine=libaio --iodepth=16 --runtime="$STEADY_RAW_TIME" --time_based
+		wb_report "r$r.raw.steady" "$(terse 49)"
+		return
+	fi
+	c=$(cache_of "$t")
+	wb_dm_create small "0 $((STEADY_CACHE * 2048)) linear $c 0"
+	new_target "$t" /dev/mapper/small
+	# The first cache's worth fills the empty log at the cache's speed.
+	$FIO --name=fill --filename=/dev/mapper/wb --rw=randwrite --bs=4k --size="$STEADY_REGION" \
+		--io_size="${STEADY_CACHE}M" --direct=1 --ioengine=libaio --iodepth=16 --randseed=1 \
+		--output-format=terse >/dev/null 2>/tmp/fio.err || { cat /tmp/fio.err; wb_fail "fill failed"; }
+	fio_terse --name=steady --filename=/dev/mapper/wb --rw=randwrite --bs=4k --size="$STEADY_REGION" \
+		--io_size="$((STEADY_CACHE * STEADY_WRAPS))M" --ioengine=libaio --iodepth=16 --randseed=2
+	wb_report "r$r.$t.steady" "$(terse 49)"
+	end_target "$t" steady
+	$DMSETUP remove small || wb_fail "remove small failed"
+}
+# fs_dev <raw|wbkit|upstream>: mounts a fresh ext4 on /mnt over the disk.
+fs_mount() {
+	t=$1 dev=/dev/mapper/wb
+	if [ "$t" = raw ]; then dev=$HDD; else new_target "$t" "$(cache_of "$t")"; fi
+	/usr/sbin/mke2fs -q -F -t ext4 -E lazy_itable_init=1,lazy_journal_init=1,nodiscard "$dev" 2G ||
+		wb_fail "mke2fs on $dev failed"
+	mount -t ext4 "$dev" /mnt || wb_fail "mount of $dev failed"
+}
+fs_umount() {
+	umount /mnt || wb_fail "umount failed"
+	[ "$1" = raw ] || end_target "$1" "$2"
+}
+dbench_row() {
+	fs_mount "$1"
+	/usr/bin/dbench -s -c /usr/share/dbench/client.txt -D /mnt -t "$DBENCH_TIME" 4 \
+		>/tmp/dbench.out 2>&1 || { tail -5 /tmp/dbench.out; wb_fail "dbench on $1 failed"; }
+	wb_report "r$r.$1.dbench" "$(awk '/Throughput/ { print $2 }' /tmp/dbench.out | tail -1)"
+	fs_umount "$1" dbench
+}
+untar_row() {
+	fs_mount "$1"
+	t0=$(uptime_cs)
+	tar -xf /dev/vde -C /mnt || wb_fail "untar on $1 failed"
+	sync
+	t1=$(uptime_cs)
+	wb_report "r$r.$1.untar" $((t1 - t0))
+	fs_umount "$1" untar
+}
+wb_load_target upstream
+wb_load_target wbkit target_name=wbkit
+case " $ROWS " in *" model "*) model_rows ;; esac
+r=1
+while [ $r -le "$ROUNDS" ]; do
+	if [ $((r % 2)) = 1 ]; then order="wbkit upstream"; else order="upstream wbkit"; fi
+	for name in $ROWS; do
+		[ "$name" = model ] && continue
+		case $name in steady|dbench|untar) ${name}_row raw ;; esac
+		for t in $order; do
+			${name}_row "$t"
+		done
+	done
+	wb_report "r$r.done" "$(cut -d' ' -f1 /proc/uptime)"
+	r=$((r + 1))
+done
+GUEST
+} >"$work/guest.sh"
+
+vrc=0
+vm_run "$work/guest.sh" "$HDD_URL" "$work/cache-wbkit.img" "$work/cache-upstream.img" \
+	"$work/extras.tar" "$work/tree.tar" || vrc=$?
+hdd_stop
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "VM: ${VM_ELAPSED}s, log $VM_LOG; load average at start: $load_start, at end: $load_end"
+echo "disk model: $(cat "$work/hdd.stats" 2>/dev/null)"
+if [ "$vrc" != 0 ]; then
+	echo "the VM run failed (rc $vrc): $(vm_result fail)"
+	exit 1
+fi
+[ -z "$(vm_result skip)" ] || { echo "skipped: $(vm_result skip)"; exit 0; }
+
+date=$(date -u '+%Y-%m-%d %H:%M UTC')
+report=$work/report.md
+{
+	echo "# vm-hdd, $date"
+	echo
+	echo "\`bench/vm-hdd.sh\` at $(git -C "$WBKIT_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), load average $load_start at the start, $load_end at the end ($(nproc) cores), TCG."
+	echo "Disk model: $disk_size, $hdd_params. $rounds rounds; rows: $rows."
+	echo "sort: $dirty of random 4 KiB writes over $region; steady: ${steady_cache} MiB caches, writes over $steady_region, 1 + $steady_wraps caches' worth, QD16;"
+	echo "dbench -s 4 clients ${dbench_time}s; untar: $tree_what ($tree_mb MiB, $tree_files files) then sync."
+	echo
+	vm_results | awk -v rounds="$rounds" -v rows="$rows" '
+	function insert(v, m, x,   j) {
+		for (j = m; j > 0 && v[j] > x; j--) v[j + 1] = v[j]
+		v[j + 1] = x
+		return m + 1
+	}
+	function middle(v, m) { return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2 }
+	function median(key,   v, m, r) {
+		m = 0
+		for (r = 1; r <= rounds; r++) if ((r, key) in val) m = insert(v, m, val[r, key])
+		return m ? middle(v, m) : 0
+	}
+	# Median over the rounds of a/b for keys ka, kb.
+	function pair(ka, kb,   v, m, r) {
+		m = 0
+		for (r = 1; r <= rounds; r++)
+			if ((r, ka) in val && (r, kb) in val && val[r, ka] > 0 && val[r, kb] > 0)
+				m = insert(v, m, val[r, ka] / val[r, kb])
+		return m ? sprintf("%.2f", middle(v, m)) : "-"
+	}
+	function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%.2f", a / b) : "-" }
+	/^model\./ { split($0, kv, "="); model[substr(kv[1], 7)] = kv[2]; next }
+	/^r[0-9]+\.[a-z]+\.[a-z0-9]+=/ {
+		split($0, kv, "="); split(kv[1], k, ".")
+		val[substr(k[1], 2), k[2] "." k[3]] = kv[2] + 0
+		next
+	}
+	END {
+		if ("randread_qd1" in model) {
+			print "Disk model, bare (fio, one run each):"
+			print ""
+			print "| workload | figure |"
+			print "|---|---|"
+			printf "| 4 KiB random reads QD1, whole disk | %.0f IOPS |\n", model["randread_qd1"]
+			printf "| 4 KiB random reads QD16, whole disk (the queue reorders) | %.0f IOPS |\n", model["randread_qd16"]
+			printf "| 1 MiB sequential reads QD1 | %.1f MB/s |\n", model["seqread_kib_s"] * 1024 / 1e6
+			printf "| 1 MiB sequential reads QD4 | %.1f MB/s |\n", model["seqread_qd4_kib_s"] * 1024 / 1e6
+			printf "| 4 KiB random writes QD1, whole disk | %.0f IOPS |\n", model["randwrite_qd1"]
+			printf "| 4 KiB random writes QD1, 8 MiB region (short seeks) | %.0f IOPS |\n", model["randwrite_8m"]
+			printf "| 4 KiB writes 64 KiB apart QD1 (next one on the same track, just missed) | %.0f IOPS |\n", model["stride64k_write"]
+			printf "| 4 KiB writes 64 KiB apart QD16 | %.0f IOPS |\n", model["stride64k_write_qd16"]
+			print ""
+		}
+		print "| row | unit | dm-wbkit median | upstream median | raw disk median | ratio | pair med |"
+		print "|---|---|---|---|---|---|---|"
+		n = split(rows, rl, " ")
+		for (i = 1; i <= n; i++) {
+			name = rl[i]
+			if (name == "sort") {
+				for (b = 1; b <= 32; b += 31)
+					printf "| writeback of the dirty set, batch %d | s | %.2f | %.2f | | %s | %s |\n", b,
+						median("wbkit.sort" b) / 100, median("upstream.sort" b) / 100,
+						ratio(median("upstream.sort" b), median("wbkit.sort" b)), pair("upstream.sort" b, "wbkit.sort" b)
+				printf "| sorted writeback factor (batch 1 / batch 32) | x | %s | %s | | | |\n",
+					pair("wbkit.sort1", "wbkit.sort32"), pair("upstream.sort1", "upstream.sort32")
+				lines["sort"] = "sorted writeback factor: " pair("wbkit.sort1", "wbkit.sort32")
+				lines["sortu"] = "sorted writeback factor (upstream): " pair("upstream.sort1", "upstream.sort32")
+			} else if (name == "steady") {
+				printf "| steady-state 4 KiB random writes | IOPS | %.0f | %.0f | %.0f | %s | %s |\n",
+					median("wbkit.steady"), median("upstream.steady"), median("raw.steady"),
+					ratio(median("wbkit.steady"), median("upstream.steady")), pair("wbkit.steady", "upstream.steady")
+				lines["steady"] = "steady state ours/upstream: " pair("wbkit.steady", "upstream.steady")
+			} else if (name == "dbench") {
+				printf "| dbench -s 4 clients | MB/s | %.1f | %.1f | %.1f | %s | %s |\n",
+					median("wbkit.dbench"), median("upstream.dbench"), median("raw.dbench"),
+					ratio(median("wbkit.dbench"), median("upstream.dbench")), pair("wbkit.dbench", "upstream.dbench")
+				lines["dbench"] = "dbench ours/upstream: " pair("wbkit.dbench", "upstream.dbench")
+			} else if (name == "untar") {
+				printf "| untar + sync | s | %.2f | %.2f | %.2f | %s | %s |\n",
+					median("wbkit.untar") / 100, median("upstream.untar") / 100, median("raw.untar") / 100,
+					ratio(median("upstream.untar"), median("wbkit.untar")), pair("upstream.untar", "wbkit.untar")
+				lines["untar"] = "untar ours/upstream: " pair("upstream.untar", "wbkit.untar")
+			}
+		}
+		print ""
+		print "ratio: of the medians, dm-wbkit / upstream for rates, upstream / dm-wbkit for times (higher is"
+		print "better for dm-wbkit); pair med: the median over the rounds of the same ratio, each pair measured"
+		print "back to back. Sorted writeback factor: time with nr_max_batched_writeback 1 / with 32, per target."
+		print ""
+		for (l in lines) printf "%s\n", lines[l] > "/dev/stderr"
+	}' 2>"$work/lines"
+} >"$report"
+cat "$report"
+for k in "sorted writeback factor:" "sorted writeback factor (upstream):" "steady state ours/upstream:" \
+	"dbench ours/upstream:" "untar ours/upstream:"; do
+	grep -F "$k" "$work/lines" || true
+done
+if [ "$results" != - ]; then
+	mkdir -p "$results"
+	out=$results/vm-hdd-$(date -u +%Y-%m-%d-%H%M).md
+	{
+		cat "$report"
+		echo '```'
+		for k in "sorted writeback factor:" "steady state ours/upstream:" "dbench ours/upstream:" "untar ours/upstream:"; do
+			grep -F "$k" "$work/lines" || true
+		done
+		echo '```'
+	} >"$out"
+	echo "table written to $out"
+fi
