@@ -147,7 +147,7 @@ cp "$chroot_dir/boot/vmlinuz-$kver" "$kernel"
 grep -q '^W: dm-wbkit' "$work/update-initramfs.log" && fail "the hook warned"
 lsinitramfs "$initrd" >"$work/initrd.list"
 echo "initramfs: $(stat -c %s "$initrd") bytes, $(wc -l <"$work/initrd.list") entries"
-for pattern in "lib/modules/$kver/updates/dkms/dm-wbkit.ko" "lib/modules/$kver/.*/dm-bufio.ko" \
+for pattern in "lib/modules/$kver/updates/dkms/dm-wbkit.ko" "lib/modules/$kver/.*/dm-mod.ko" \
 	"lib/modules/$kver/.*/libcrc32c.ko" "lib/modules/$kver/.*/crc32c" "sbin/dmsetup" \
 	"etc/writeboosttab" "scripts/local-top/dm-wbkit" "conf/wbkit-module" "lib/udev/rules.d/55-dm.rules"; do
 	grep -Eq "(^|/)$pattern" "$work/initrd.list" || fail "not in the initramfs: $pattern"
@@ -180,7 +180,7 @@ for x in $(cat /proc/cmdline); do
 done
 echo "WB: init=running"
 echo "WB: root_source=$(awk '$2 == "/" { s = $1 } END { print s }' /proc/mounts)"
-echo "WB: root_devno=$(mountpoint -d /)"
+echo "WB: root_devno=$(awk '$5 == "/" { d = $3 } END { print d }' /proc/self/mountinfo)"
 echo "WB: wbroot_devno=$(dmsetup info -c --noheadings -o major,minor wbroot 2>&1)"
 echo "WB: table=$(dmsetup table wbroot 2>&1)"
 echo "WB: module=$(awk '$1 ~ /^dm_w/ { printf "%s%s", sep, $1; sep = "," }' /proc/modules)"
@@ -270,7 +270,7 @@ expect() {
 console_has() { tr -d '\r' <"$BOOT_LOG" | grep -qF -- "$1"; }
 check_root_on_cache() {
 	local table
-	expect init running
+	console_has "WB: init=running" || fail "the init did not run (log $BOOT_LOG)"
 	expect root_source /dev/mapper/wbroot
 	[ "$(result root_devno)" = "$(result wbroot_devno | tr -d ' ')" ] ||
 		fail "/ is $(result root_devno), wbroot is $(result wbroot_devno)"
