@@ -28,7 +28,11 @@
 #      untouched. Boot 4: the same with root=UUID=<the file system's UUID>,
 #      which finds the backing disk itself: the script must panic rather
 #      than let the backing disk be mounted without its cache
-#      (writeboost.wait=3 shortens the wait).
+#      (writeboost.wait=3 shortens the wait);
+#   7. with only upstream's dm-writeboost.ko built for <kver> (when the host
+#      has it, VM_UPSTREAM_KO), the initramfs holds that one and boot 5
+#      finds the marker through it; with a writeboosttab without entries, the
+#      initramfs holds no module and no writeboosttab.
 #
 # Every boot has a time limit; shortly before it, the kernel is made to dump
 # blocked tasks and all stacks (sysrq w and t through qemu's monitor) into
@@ -337,8 +341,51 @@ console_has "WB: init=running" && fail "the backing disk was mounted as the root
 [ "$(sha256sum <"$work/backing.img")" = "$backing_sum" ] || fail "the backing disk changed"
 echo "ok: panicked instead of mounting the backing disk"
 
+# make_initrd <name>: update-initramfs -u -k <kver> in the root, the file
+# list in $work/<name>.list.
+make_initrd() {
+	mount -t proc proc "$chroot_dir/proc"
+	in_chroot update-initramfs -u -k "$kver" >"$work/$1.log" 2>&1 || { cat "$work/$1.log"; fail "update-initramfs ($1)"; }
+	umount "$chroot_dir/proc"
+	grep '^W: dm-wbkit' "$work/$1.log" || true
+	cp "$chroot_dir/boot/initrd.img-$kver" "$initrd"
+	lsinitramfs "$initrd" >"$work/$1.list"
+}
+
+upstream_ko=${VM_UPSTREAM_KO:-/lib/modules/$kver/updates/dkms/dm-writeboost.ko}
+upstream_seconds=skipped
+if [ -r "$upstream_ko" ]; then
+	step "only upstream's dm-writeboost built for $kver: the initramfs holds it, and it boots the root"
+	rm -rf "$chroot_dir/lib/modules/$kver/updates"
+	install -D -m 0644 "$upstream_ko" "$chroot_dir/lib/modules/$kver/updates/dkms/dm-writeboost.ko"
+	in_chroot depmod -a "$kver"
+	make_initrd upstream
+	grep -Eq "lib/modules/$kver/updates/dkms/dm-writeboost.ko$" "$work/upstream.list" || fail "dm-writeboost.ko is not in the initramfs"
+	grep -q 'dm-wbkit.ko' "$work/upstream.list" && fail "dm-wbkit.ko is in the initramfs"
+	echo "ok: upstream's module in the initramfs, not ours"
+	boot boot5-upstream "root=/dev/mapper/wbroot init=/sbin/wbinit wb.mode=check" yes || fail "boot 5 (log $BOOT_LOG)"
+	upstream_seconds=${BOOT_SECONDS}s
+	console_has "WB: init=running" || fail "the init did not run (log $BOOT_LOG)"
+	expect root_source /dev/mapper/wbroot
+	expect module dm_writeboost
+	expect marker "$token"
+else
+	echo "skip: upstream's module $upstream_ko is not built (dm-writeboost-dkms)"
+fi
+
+step "a writeboosttab without entries: the initramfs holds nothing of ours"
+rm -rf "$chroot_dir/lib/modules/$kver/updates"
+install -D -m 0644 "$ko" "$chroot_dir/lib/modules/$kver/updates/dkms/dm-wbkit.ko"
+in_chroot depmod -a "$kver"
+sed -i 's/^wbroot/#wbroot/' "$chroot_dir/etc/writeboosttab"
+make_initrd no-entries
+if grep -E 'dm-wbkit|dm-writeboost|writeboosttab|wbkit-module' "$work/no-entries.list"; then
+	fail "the initramfs holds parts of writeboost without a writeboosttab entry"
+fi
+echo "ok: no module, no writeboosttab (the boot script is there and does nothing without the file)"
+
 step "done"
 printf '\nsteps:\n'
 printf '  %s\n' "${timings[@]}"
-echo "boots: write ${boot1_seconds}s, check ${boot2_seconds}s, no cache ${boot3_seconds}s, no cache with root=UUID= ${boot4_seconds}s"
+echo "boots: write ${boot1_seconds}s, check ${boot2_seconds}s, no cache ${boot3_seconds}s, no cache with root=UUID= ${boot4_seconds}s, upstream's module $upstream_seconds"
 echo "initramfs-test: ok: root=/dev/mapper/wbroot on dm-wbkit booted from an initramfs made by update-initramfs, survived a power cut through the cache's replay; a missing cache panics after a bounded wait ($((SECONDS - started)) s in all)"
