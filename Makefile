@@ -63,7 +63,8 @@ test-deb-root: deb
 # Root on a writeboost device: an initramfs made by update-initramfs in a
 # Debian 12 root with the hook of packaging/initramfs/ boots root=/dev/mapper/...
 # in qemu, twice across a power cut, and a missing cache panics after a bounded
-# wait. Root, about 10 minutes; not part of `make test`. See tests/initramfs/.
+# wait. Root, about 4 minutes (9 the first time); not part of `make test`.
+# See tests/initramfs/root-on-cache.sh.
 test-initramfs: deps
 	tests/initramfs/root-on-cache.sh
 
