@@ -207,8 +207,17 @@ def test_dkms_package_replaces_upstream_and_holds_a_complete_tree(packages):
         f"{tree}/dkms.conf", f"{tree}/VERSION", f"{tree}/format/wbkit_format.h",
         "/usr/share/man/man4/dm-wbkit.4.gz", "/usr/share/doc/dm-wbkit-dkms/copyright",
         "/usr/share/doc/dm-wbkit-dkms/changelog.gz",
-        "/etc/kernel/postinst.d/dm-wbkit-dkms", "/etc/kernel/header_postinst.d/dm-wbkit-dkms"}
+        "/etc/kernel/postinst.d/dm-wbkit-dkms", "/etc/kernel/header_postinst.d/dm-wbkit-dkms",
+        "/usr/share/initramfs-tools/hooks/dm-wbkit", "/usr/share/initramfs-tools/scripts/local-top/dm-wbkit"}
     assert files == expected, (sorted(expected - files), sorted(files - expected))
+    # The initramfs (root on a writeboost device): the hook and the boot script
+    # are programs, and dh_installinitramfs made the package rebuild the
+    # initramfs on install and removal (the update-initramfs trigger).
+    for script, source in (("usr/share/initramfs-tools/hooks/dm-wbkit", "hook"),
+                           ("usr/share/initramfs-tools/scripts/local-top/dm-wbkit", "local-top")):
+        assert os.access(root / script, os.X_OK), script
+        assert (root / script).read_text() == (ROOT / "packaging/initramfs" / source).read_text(), script
+    assert "activate-noawait update-initramfs" in control_file(deb, "triggers")
     conf = (root / tree.lstrip("/") / "dkms.conf").read_text()
     assert f'PACKAGE_VERSION="{VERSION}"' in conf
     assert 'PACKAGE_NAME="dm-wbkit"' in conf
