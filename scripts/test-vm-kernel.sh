@@ -82,7 +82,10 @@ else
 	if nice -n 15 make -s -C "$kdir" M="$upstream" modules >"$out/upstream-build.log" 2>&1; then
 		install_changed "$upstream/dm-writeboost.ko" "$VM_UPSTREAM_KO"
 	else
-		errors=$(grep -o "error: .*" "$out/upstream-build.log" | head -n 3 | tr '\n' ';' | sed 's/;$//')
+		# The first two errors, without gcc's option names: the reason
+		# every skipped part prints.
+		errors=$(grep -o "error: .*" "$out/upstream-build.log" | sed 's/ \[-W[^]]*\]$//' | head -n 2 |
+			sed ':a; N; s/\n/; /; ba')
 		VM_UPSTREAM_WHY="upstream $(basename "$upstream_src") does not build on $kver (${errors:-see $out/upstream-build.log})"
 	fi
 fi
