@@ -53,8 +53,8 @@ for scenario in "${scenarios[@]}"; do
 	0)
 		passed=$((passed + 1))
 		# A scenario that ran only some of its parts says why in a
-		# "partial: <reason>" line (wbkit_upstream_parts).
-		partial=$(sed -n 's/^partial: //p' "$out" | tail -n 1)
+		# "PARTIAL: <reason>" line (wbkit_upstream_parts).
+		partial=$(sed -n 's/^PARTIAL: //p' "$out" | tail -n 1)
 		echo "PASS $name (${took}s)${partial:+ partial: $partial}"
 		;;
 	77)

@@ -28,7 +28,7 @@ rows=${WBKIT_STRESS_ROWS:-2 4 9}
 with_upstream=${WBKIT_STRESS_UPSTREAM:-1}
 if [ "$with_upstream" = 1 ] && ! vm_has_upstream; then
 	with_upstream=0
-	echo "partial: upstream rows skipped: $(vm_upstream_why)"
+	echo "PARTIAL: upstream rows skipped: $(vm_upstream_why)"
 fi
 VM_TIMEOUT=${WBKIT_STRESS_TIMEOUT:-2400}
 # Upstream keeps ~16 MiB per construction after its device is removed
