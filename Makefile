@@ -129,11 +129,11 @@ test-vm-debug: deps all kmod kdebug
 	scripts/test-vm-debug.sh $(BUILD) $(VM_SCENARIOS)
 
 # Every VM scenario on Debian's 6.12 kernel (bookworm: linux-image-6.12.*-amd64
-# and its headers installed); the plain suite keeps the default (6.1) kernel.
+# and its headers, scripts/install-k612.sh); the plain suite keeps 6.1.
 # VM_612_KVER picks another 6.12 release; VM_SCENARIOS="..." runs those only.
 VM_612_KVER ?= $(shell ls -d /lib/modules/6.12.*-amd64/build 2>/dev/null | sort -V | tail -n 1 | cut -d/ -f4)
 test-vm-612: deps all kmod
-	@test -n "$(VM_612_KVER)" || { echo "no 6.12 kernel: apt-get install linux-image-6.12.<n>+deb12-amd64 linux-headers-6.12.<n>+deb12-amd64"; exit 1; }
+	@test -n "$(VM_612_KVER)" || { echo "no 6.12 kernel with headers: scripts/install-k612.sh"; exit 1; }
 	scripts/test-vm-kernel.sh $(BUILD) $(VM_612_KVER) $(VM_SCENARIOS)
 
 # The option-grid stress scenario, every row over three seeds, upstream first
