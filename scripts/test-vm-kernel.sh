@@ -37,16 +37,6 @@ tag=$(echo "$kver" | sed -E 's/^([0-9]+)\.([0-9]+).*/k\1\2/')
 out=$build/$tag
 mkdir -p "$out"
 
-# wbkit-lib.inc rebuilds a stale kmod/dm-wbkit.ko only for the default
-# kernel; build it for that one first, as the plain VM tests would.
-for f in "$root"/kmod/*.[ch] "$root"/kmod/Kbuild "$root"/format/wbkit_format.h; do
-	if [ ! -f "$root/kmod/dm-wbkit.ko" ] || [ "$f" -nt "$root/kmod/dm-wbkit.ko" ]; then
-		log "kmod/dm-wbkit.ko is missing or stale: make -C kmod"
-		nice -n 15 make -s -C "$root/kmod" >&2
-		break
-	fi
-done
-
 # A module is copied to where the VMs take it from only when its bytes
 # changed: a new mtime alone would rebuild the initramfs.
 install_changed() {
