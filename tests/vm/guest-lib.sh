@@ -44,6 +44,12 @@ wb_load_target() {
 	wb_report target_module "$which"
 }
 
+# wb_has_upstream: whether upstream's module is in the initramfs (it is not
+# when it does not build for the kernel: scenarios then run dm-wbkit's part only).
+wb_has_upstream() {
+	[ -f /lib/modules-extra/upstream/dm-writeboost.ko ]
+}
+
 # wb_dm_create <name> <table>: creates the device and its /dev/mapper node
 # (there is no udev).
 wb_dm_create() {

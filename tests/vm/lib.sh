@@ -90,6 +90,11 @@ vm_available() {
 }
 
 vm_has_upstream() { [ -r "$VM_UPSTREAM_KO" ]; }
+# Why upstream's module is absent, for skip messages: VM_UPSTREAM_WHY when the
+# caller knows (scripts/test-vm-kernel.sh: it does not build on 6.12).
+vm_upstream_why() {
+	echo "${VM_UPSTREAM_WHY:-upstream dm-writeboost.ko not built for $VM_KVER ($VM_UPSTREAM_KO)}"
+}
 vm_has_wbkit() { [ -r "$VM_WBKIT_KO" ]; }
 
 _vm_module_files() {
@@ -239,12 +244,28 @@ vm_prepare() {
 		install -m 0755 "$VM_WBSTAMP" "$root/usr/local/bin/wbstamp"
 		install -m 0644 "$VM_DIR/guest-lib.sh" "$root/lib/wbguest.sh"
 
-		local moddir=/lib/modules/$VM_KVER mod
+		local moddir=/lib/modules/$VM_KVER mod rel compressed=0
 		mkdir -p "$root$moddir"
 		cp "$VM_MODROOT$moddir"/modules.* "$root$moddir/"
 		for mod in $(_vm_module_files); do
-			install -D -m 0644 "$mod" "$root${mod#"$VM_MODROOT"}"
+			rel=${mod#"$VM_MODROOT"}
+			case $mod in
+			# Debian's 6.12 ships .ko.xz: unpacked here, so the guest's
+			# busybox modprobe needs no decompressor, and depmod below
+			# makes modules.dep name the .ko files.
+			*.ko.xz | *.ko.zst | *.ko.gz)
+				mkdir -p "$(dirname "$root$rel")"
+				case $mod in
+				*.xz) xz -dc "$mod" ;;
+				*.zst) zstd -dc -q "$mod" ;;
+				*.gz) gzip -dc "$mod" ;;
+				esac >"$root${rel%.*}"
+				compressed=1
+				;;
+			*) install -D -m 0644 "$mod" "$root$rel" ;;
+			esac
 		done
+		[ "$compressed" = 0 ] || depmod -b "$root" "$VM_KVER"
 		if vm_has_upstream; then
 			install -D -m 0644 "$VM_UPSTREAM_KO" "$root/lib/modules-extra/upstream/dm-writeboost.ko"
 		fi

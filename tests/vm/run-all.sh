@@ -52,7 +52,10 @@ for scenario in "${scenarios[@]}"; do
 	case $rc in
 	0)
 		passed=$((passed + 1))
-		echo "PASS $name (${took}s)"
+		# A scenario that ran only some of its parts says why in a
+		# "PARTIAL: <reason>" line (wbkit_upstream_parts).
+		partial=$(sed -n 's/^PARTIAL: //p' "$out" | tail -n 1)
+		echo "PASS $name (${took}s)${partial:+ partial: $partial}"
 		;;
 	77)
 		skipped=$((skipped + 1))

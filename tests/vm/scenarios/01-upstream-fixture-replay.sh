@@ -7,7 +7,7 @@ set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
 vm_prepare
-vm_has_upstream || { echo "upstream dm-writeboost.ko not built for $VM_KVER"; exit 77; }
+vm_has_upstream || { echo "skip: $(vm_upstream_why)"; exit 77; }
 fixtures=("$WBKIT_ROOT"/fixtures/upstream/*/)
 [ -d "${fixtures[0]}" ] || { echo "no fixtures under fixtures/upstream"; exit 77; }
 fixtures=("${fixtures[@]%/}")

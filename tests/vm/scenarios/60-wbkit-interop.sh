@@ -9,7 +9,7 @@ set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=420
-vm_has_upstream || { echo "upstream dm-writeboost.ko not built for $VM_KVER"; exit 77; }
+vm_has_upstream || { echo "skip: $(vm_upstream_why)"; exit 77; }
 
 work=$(mktemp -d "$VM_WORK/wbkit-interop.XXXXXX")
 trap 'rm -rf "$work"' EXIT

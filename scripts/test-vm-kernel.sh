@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Runs the VM scenarios on another Debian kernel than the default one
+# (make test-vm-612, issue 27): an installed linux-image-<KVER> with its
+# linux-headers-<KVER>, e.g. 6.12.115+deb12-amd64 from bookworm.
+#
+#   scripts/test-vm-kernel.sh BUILD_DIR KVER [SCENARIO...]
+#
+# dm-wbkit.ko and upstream's dm-writeboost.ko are built against
+# /lib/modules/KVER/build into BUILD_DIR/k<major><minor>/ (k612), from copies
+# of the sources, so kmod/dm-wbkit.ko (built for Debian's default kernel, which
+# the plain suite uses) stays as it is. When upstream's module does not build
+# (Debian's dm-writeboost 2.2.17 on 6.12), its parts of the scenarios skip
+# with the reason (VM_UPSTREAM_WHY) and the dm-wbkit parts still run.
+# The initramfs (its own, in BUILD_DIR/k612/vm-work) takes the kernel's
+# modules from /lib/modules/KVER, unpacking .ko.xz (tests/vm/lib.sh).
+set -euo pipefail
+
+if [ $# -lt 2 ]; then
+	echo "usage: $0 BUILD_DIR KVER [SCENARIO...]" >&2
+	exit 2
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$1"
+build=$(cd "$1" && pwd)
+kver=$2
+shift 2
+
+log() { echo "test-vm-kernel: $*" >&2; }
+
+kdir=/lib/modules/$kver/build
+if [ ! -r "/boot/vmlinuz-$kver" ] || [ ! -d "$kdir" ]; then
+	log "kernel $kver not installed: apt-get install linux-image-$kver linux-headers-$kver"
+	exit 1
+fi
+# k612 for 6.12.115+deb12-amd64
+tag=$(echo "$kver" | sed -E 's/^([0-9]+)\.([0-9]+).*/k\1\2/')
+out=$build/$tag
+mkdir -p "$out"
+
+# A module is copied to where the VMs take it from only when its bytes
+# changed: a new mtime alone would rebuild the initramfs.
+install_changed() {
+	cmp -s "$1" "$2" || install -m 0644 "$1" "$2"
+}
+
+# dm-wbkit: kmod/, format/ and VERSION side by side, as Kbuild expects them.
+wbkit=$out/wbkit
+rm -rf "$wbkit"
+mkdir -p "$wbkit/kmod" "$wbkit/format"
+cp "$root"/kmod/Kbuild "$root"/kmod/Makefile "$root"/kmod/*.[ch] "$wbkit/kmod/"
+cp "$root"/format/*.h "$wbkit/format/"
+cp "$root/VERSION" "$wbkit/VERSION"
+log "building dm-wbkit.ko against $kdir"
+nice -n 15 make -s -C "$wbkit/kmod" KDIR="$kdir" >&2
+export VM_WBKIT_KO=$out/dm-wbkit.ko
+install_changed "$wbkit/kmod/dm-wbkit.ko" "$VM_WBKIT_KO"
+
+# Upstream dm-writeboost, from the dm-writeboost-dkms sources, if it builds.
+upstream_src=$(printf '%s\n' /usr/src/dm-writeboost-*/ | sort -V | tail -n 1)
+upstream_src=${upstream_src%/}
+[ -d "$upstream_src" ] || upstream_src=
+upstream=$out/upstream
+rm -rf "$upstream"
+export VM_UPSTREAM_KO=$out/dm-writeboost.ko
+VM_UPSTREAM_WHY=
+if [ -z "$upstream_src" ]; then
+	VM_UPSTREAM_WHY="no /usr/src/dm-writeboost-* (apt-get install dm-writeboost-dkms)"
+else
+	mkdir -p "$upstream"
+	cp "$upstream_src"/*.[ch] "$upstream_src/Makefile" "$upstream/"
+	log "building $(basename "$upstream_src") against $kdir"
+	if nice -n 15 make -s -C "$kdir" M="$upstream" modules >"$out/upstream-build.log" 2>&1; then
+		install_changed "$upstream/dm-writeboost.ko" "$VM_UPSTREAM_KO"
+	else
+		# The first two errors, without gcc's option names: the reason
+		# every skipped part prints.
+		errors=$(grep -o "error: .*" "$out/upstream-build.log" | sed 's/ \[-W[^]]*\]$//' | head -n 2 |
+			sed ':a; N; s/\n/; /; ba')
+		VM_UPSTREAM_WHY="upstream $(basename "$upstream_src") does not build on $kver (${errors:-see $out/upstream-build.log})"
+	fi
+fi
+if [ -n "$VM_UPSTREAM_WHY" ]; then
+	rm -f "$VM_UPSTREAM_KO"
+	log "$VM_UPSTREAM_WHY: the upstream parts of the scenarios skip"
+fi
+export VM_UPSTREAM_WHY
+
+export VM_KVER=$kver VM_KERNEL=/boot/vmlinuz-$kver VM_MODROOT=
+# Own initramfs and logs: the default kernel's stay usable next to these.
+export VM_WORK=$out/vm-work
+export VM_LOG_DIR=$out/vm-logs
+log "kernel $VM_KVER ($VM_KERNEL), logs in $VM_LOG_DIR"
+exec "$root/tests/vm/run-all.sh" "$build" "$@"
