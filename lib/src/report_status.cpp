@@ -10,9 +10,17 @@
 
 namespace wbkit {
 
-using report_detail::optional_json;
-
 namespace {
+
+// Insertion order, so the document reads in the order of the status line:
+// schema first, then the devices, each from its name to its rates.
+using ojson = nlohmann::ordered_json;
+
+template <typename T>
+ojson optional_json(const std::optional<T>& value)
+{
+	return value ? ojson(*value) : ojson(nullptr);
+}
 
 // The tunables the status carries (current values), then those only the
 // table has (upstream's table shows what the table line said; a later
@@ -34,14 +42,14 @@ std::optional<std::uint64_t> table_tunable(const WbDevice& d, const TableTunable
 	return d.table->arg(t.key).value_or(t.fallback);
 }
 
-nlohmann::json ratio_json(const std::optional<double>& value) { return optional_json(value); }
+ojson ratio_json(const std::optional<double>& value) { return optional_json(value); }
 
-nlohmann::json rates_json(const std::optional<WbRates>& rates)
+ojson rates_json(const std::optional<WbRates>& rates)
 {
 	if (!rates)
 		return nullptr;
 	const WbRates& r = *rates;
-	nlohmann::json doc = {{"seconds", r.seconds}, {"reset", r.reset}};
+	ojson doc = {{"seconds", r.seconds}, {"reset", r.reset}};
 	const char* keys[] = {"reads",
 			      "read_hits",
 			      "writes",
@@ -78,21 +86,21 @@ nlohmann::json rates_json(const std::optional<WbRates>& rates)
 	return doc;
 }
 
-nlohmann::json device_json(const WbDevice& d, const std::optional<WbRates>* rates)
+ojson device_json(const WbDevice& d, const std::optional<WbRates>* rates)
 {
 	const WbStatus& s = d.status;
 	const WbFigures f = wb_figures(s);
-	nlohmann::json pairs = nlohmann::json::object();
+	ojson pairs = ojson::object();
 	for (const auto& [key, value] : s.pairs)
 		pairs[key] = value;
-	nlohmann::json table = nullptr;
+	ojson table = nullptr;
 	if (d.table) {
-		nlohmann::json args = nlohmann::json::object();
+		ojson args = ojson::object();
 		for (const auto& [key, value] : d.table->args)
 			args[key] = value;
 		table = {{"backing", d.table->backing}, {"cache", d.table->cache}, {"args", args}};
 	}
-	nlohmann::json tunables = nlohmann::json::object();
+	ojson tunables = ojson::object();
 	for (const char* key : status_tunables)
 		tunables[key] = optional_json(s.pair(key));
 	for (const TableTunable& t : table_tunables)
@@ -144,7 +152,7 @@ nlohmann::json device_json(const WbDevice& d, const std::optional<WbRates>* rate
 		  {"writes_fullsize", f.writes_fullsize},
 		  {"write_hit_ratio", ratio_json(f.write_hit_ratio)}}},
 		{"tunables", tunables},
-		{"rates", rates ? rates_json(*rates) : nlohmann::json(nullptr)},
+		{"rates", rates ? rates_json(*rates) : ojson(nullptr)},
 	};
 }
 
@@ -189,17 +197,17 @@ std::string label_value(std::string_view text)
 
 std::string status_json(const StatusReport& report, int indent)
 {
-	nlohmann::json devices = nlohmann::json::array();
+	ojson devices = ojson::array();
 	for (std::size_t i = 0; i < report.devices.size(); ++i)
 		devices.push_back(device_json(report.devices[i], i < report.rates.size() ? &report.rates[i] : nullptr));
-	nlohmann::json doc = {
+	ojson doc = {
 		{"schema", report_detail::schema_wbstat},
 		{"source", report.source},
 		{"time", report.time},
 		{"interval_seconds", optional_json(report.interval_seconds)},
 		{"devices", devices},
 	};
-	return doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+	return doc.dump(indent, ' ', false, ojson::error_handler_t::replace);
 }
 
 void print_status(std::ostream& out, const StatusReport& report)
