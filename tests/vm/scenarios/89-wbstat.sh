@@ -9,7 +9,7 @@
 # target's cause is dm-wbkit's reply to dead_cause; a missing device and a
 # device without a writeboost target are errors (exit 3).
 # The outputs are kept in the log folder (WBSTAT_RESULTS=<dir> keeps them
-# there instead): tests/cli/data/wbstat/ holds such captures as fixtures.
+# there instead): fixtures/status/ holds such captures as fixtures.
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
@@ -18,7 +18,7 @@ vm_has_upstream || { echo "skip: dm-writeboost (upstream) module not installed";
 	echo "skip: wbstat not built in ${WBKIT_BUILD_DIR:-$WBKIT_ROOT/build}/tools/wbstat"
 	exit 77
 }
-VM_TIMEOUT=600
+VM_TIMEOUT=480
 
 work=$(mktemp -d "$VM_WORK/wbstat.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -67,7 +67,9 @@ rates() {
 	$WBSTAT --json --interval 8 --count 1 $2 >$OUT/$1.rates.json 2>$OUT/$1.rates.err &
 	pid=$!
 	sleep 2
-	$DD if=/dev/zero of=/dev/mapper/$2 bs=4k count=50 seek=3000 oflag=direct 2>/dev/null ||
+	# conv=fsync: upstream's drop_caches waits for the open segment, which
+	# only a flush (or sync_data_interval) writes.
+	$DD if=/dev/zero of=/dev/mapper/$2 bs=4k count=50 seek=3000 oflag=direct conv=fsync 2>/dev/null ||
 		wb_fail "$2: writes failed"
 	$DMSETUP message $2 0 drop_caches || wb_fail "$2: drop_caches failed"
 	wait $pid
