@@ -61,12 +61,12 @@ workload() {
 	$DD if=/dev/mapper/$1 of=/dev/null bs=4k count=16 skip=2000 iflag=direct 2>/dev/null ||
 		wb_fail "$1: reads failed"
 }
-# rates <tag> <dev>: wbstat --interval 8 around 50 writes and a drop_caches.
+# rates <tag> <dev>: wbstat --interval 10 around 50 writes and a drop_caches.
 rates() {
 	$DMSETUP status --target writeboost >$OUT/$1.rates.status0
-	$WBSTAT --json --interval 8 --count 1 $2 >$OUT/$1.rates.json 2>$OUT/$1.rates.err &
+	$WBSTAT --json --interval 10 --count 1 $2 >$OUT/$1.rates.json 2>$OUT/$1.rates.err &
 	pid=$!
-	sleep 2
+	sleep 1
 	# conv=fsync: upstream's drop_caches waits for the open segment, which
 	# only a flush (or sync_data_interval) writes.
 	$DD if=/dev/zero of=/dev/mapper/$2 bs=4k count=50 seek=3000 oflag=direct conv=fsync 2>/dev/null ||
@@ -285,7 +285,8 @@ for tag, device, target in (("up", "wbup", "dm-writeboost"), ("wk", "wbk", "dm-w
     check(f"  dirty      {n[6]} block(s)" in human, f"{tag}: human dirty line:\n{human}")
     check(f"current id {n[3]}, last flushed {n[4]}, last written back {n[5]}" in human, f"{tag}: human ids")
 
-    # --interval 8 around 50 writes and a drop_caches.
+    # --interval 10 around 50 writes and a drop_caches: the rates are the
+    # difference of wbstat's two samples, the first the raw status before.
     check(rc(f"{tag}.rates") == 0, f"{tag}: wbstat --interval exit {rc(tag + '.rates')}: {text(tag + '.rates.err')}")
     rdoc = document(f"{tag}.rates.json")
     s0 = [int(v) for v in raw(f"{tag}.rates.status0")[device][:24]]
@@ -293,15 +294,21 @@ for tag, device, target in (("up", "wbup", "dm-writeboost"), ("wk", "wbk", "dm-w
     d = rdoc["devices"][0]
     r = d["rates"]
     print(f"{tag}: rates {json.dumps(r)}")
-    check(rdoc["interval_seconds"] == 8 and 7.5 <= r["seconds"] <= 14, f"{tag}: interval {r['seconds']}")
+    check(rdoc["interval_seconds"] == 10 and 9.5 <= r["seconds"] <= 20, f"{tag}: interval {r['seconds']}")
     check(not r["reset"], f"{tag}: reset")
-    check(r["writes"] == reads_writes(s1)[2] - reads_writes(s0)[2] == 50,
-          f"{tag}: {r['writes']} writes in the interval; raw {reads_writes(s1)[2] - reads_writes(s0)[2]}, wrote 50")
-    check(r["segments_written_back"] == s1[5] - s0[5] > 0,
-          f"{tag}: {r['segments_written_back']} segments written back; raw {s1[5] - s0[5]}")
-    check(r["dirty_blocks_change"] == s1[6] - s0[6] and s1[6] == 0, f"{tag}: dirty change {r['dirty_blocks_change']}")
+    st = d["status"]
+    second = [st["cursor_pos"], st["nr_cache_blocks"], st["nr_segments"], st["current_id"], st["last_flushed_id"],
+              st["last_writeback_id"], st["nr_dirty_cache_blocks"], *st["stat"], st["nr_partial_flushed"]]
+    check(r["writes"] == reads_writes(second)[2] - reads_writes(s0)[2] == 50,
+          f"{tag}: {r['writes']} writes in the interval; samples {reads_writes(second)[2] - reads_writes(s0)[2]}, "
+          "wrote 50")
+    check(r["segments_written_back"] == second[5] - s0[5] > 0,
+          f"{tag}: {r['segments_written_back']} segments written back; samples {second[5] - s0[5]}")
+    check(r["dirty_blocks_change"] == second[6] - s0[6], f"{tag}: dirty change {r['dirty_blocks_change']}")
+    check(r["segments_flushed"] == second[4] - s0[4] > 0, f"{tag}: segments flushed {r['segments_flushed']}")
     check(abs(r["writes_per_second"] - 50 / r["seconds"]) < 1e-6, f"{tag}: writes per second")
-    check(d["status"]["last_writeback_id"] == s1[5], f"{tag}: the second sample is not the final state")
+    # drop_caches was over before the second sample: it is the final state.
+    check(second == s1 and s1[6] == 0, f"{tag}: the second sample {second} is not the final state {s1}")
 
 # Both dm-wbkit devices, one dead.
 status, table = raw("dead.status"), raw("dead.table")
