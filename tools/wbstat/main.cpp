@@ -207,17 +207,23 @@ int main(int argc, char** argv)
 {
 	CLI::App app(description, "wbstat");
 	Options o;
-	app.add_option("DEVICE", o.devices, "device-mapper devices to show (default: every writeboost device); `-`: read dmsetup's output from stdin");
-	app.add_option("--from-file", o.from_file, "read the output of dmsetup status (and table) from FILE (`-`: stdin) instead of running dmsetup");
+	app.add_option("DEVICE", o.devices, "device-mapper devices to show (default: every writeboost device); `-`: read dmsetup's output from stdin")
+		->type_name("DEVICE ...");
+	app.add_option("--from-file", o.from_file, "read the output of dmsetup status (and table) from FILE (`-`: stdin) instead of running dmsetup")
+		->type_name("FILE");
 	auto* json = app.add_flag("--json", o.json, "print one JSON document (schema wbstat/1)");
 	auto* prometheus = app.add_flag("--prometheus", o.prometheus, "print the Prometheus text format (node_exporter's textfile collector)");
-	auto* prometheus_file = app.add_option("--prometheus-file", o.prometheus_file, "write the Prometheus text format to PATH atomically (temporary file, then rename)");
+	auto* prometheus_file = app.add_option("--prometheus-file", o.prometheus_file, "write the Prometheus text format to PATH atomically (temporary file, then rename)")
+					->type_name("PATH");
 	json->excludes(prometheus)->excludes(prometheus_file);
 	prometheus->excludes(prometheus_file);
 	app.add_option("--interval", o.interval, "take a sample every SECONDS and show rates over each interval")
+		->type_name("SECONDS")
 		->check(CLI::PositiveNumber);
 	app.add_option("--count", o.count, "stop after N reports (with --interval; default: run until interrupted)")
-		->check(CLI::Range(std::uint64_t(1), std::numeric_limits<std::uint64_t>::max()));
-	app.add_option("--dmsetup", o.dmsetup, "the dmsetup program to run (default: dmsetup from PATH, /usr/sbin or /sbin)");
+		->type_name("N")
+		->check(CLI::PositiveNumber);
+	app.add_option("--dmsetup", o.dmsetup, "the dmsetup program to run (default: dmsetup from PATH, /usr/sbin or /sbin)")
+		->type_name("PROGRAM");
 	return wbkit::run_tool("wbstat", app, argc, argv, [&] { return run(o); });
 }
