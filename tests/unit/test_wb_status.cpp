@@ -312,7 +312,9 @@ TEST(DmsetupOutput, CapturedFromBothModules)
 
 TEST(WbRates, DeltasOverAnInterval)
 {
-	WbDevice a{.name = "wb", .status = parse_wb_status(wbkit_line)};
+	WbDevice a;
+	a.name = "wb";
+	a.status = parse_wb_status(wbkit_line);
 	WbDevice b = a;
 	b.status.stat[8] += 40;  // write misses
 	b.status.stat[12] += 10; // write hits
