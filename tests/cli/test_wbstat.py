@@ -111,14 +111,15 @@ def test_json_says_what_the_captured_lines_say(tag, tmp_path):
 
 
 def test_the_workload_left_figures_worth_checking():
-    # The captures must exercise what the checks compare: dirty data, write
-    # hits and misses, segments in use and written back, a dead flag.
+    # The captures must exercise what the checks compare: dirty data, read
+    # hits and misses, write hits and misses, segments written back, a dead flag.
     for tag in ("up", "wk"):
         (fields,) = raw_lines((DATA / f"{tag}.status").read_text()).values()
         n = [int(v) for v in fields[:24]]
-        assert n[6] > 0 and sum(n[19:23]) > 0 and sum(n[15:19]) > 0 and n[3] > n[5], (tag, n)
+        assert n[6] > 0 and sum(n[11:15]) > 0 and sum(n[7:11]) > 0, (tag, n)
+        assert sum(n[19:23]) > 0 and sum(n[15:19]) > 0 and n[3] > n[5], (tag, n)
     (fields,) = raw_lines((DATA / "up.status").read_text()).values()
-    assert int(fields[5]) > 0  # upstream wrote back to make room
+    assert int(fields[5]) > 0  # upstream's ring wrapped: it wrote back
     dead = raw_lines((DATA / "dead.status").read_text())
     assert dead["wbd"][-1] == "1" and dead["wbk"][-1] == "0"
 
