@@ -12,6 +12,8 @@ BUILD_PACKAGES=(
 	zstd clang libclang-rt-14-dev clang-format-14 util-linux xxd time strace
 	linux-source-6.1
 	scdoc man-db bash-completion dpkg-dev python3-jsonschema
+	# wbstat --prometheus is checked with the Prometheus client library's parser.
+	python3-prometheus-client
 	# The Debian packages (make deb) and their checks (lintian; make test-deb-root).
 	debhelper dh-dkms dh-python lintian debootstrap
 )

@@ -26,6 +26,7 @@ nlohmann::json finding_json(const Finding& finding);
 inline constexpr const char* schema_wbdump = "wbdump/1";
 inline constexpr const char* schema_wbreplay = "wbreplay/1";
 inline constexpr const char* schema_wbrecover = "wbrecover/1";
+inline constexpr const char* schema_wbstat = "wbstat/1";
 
 // The parts every document shares, in one shape: the cache's geometry, and
 // the log as the kernel's replay sees it (log.stop.reason and the rest).

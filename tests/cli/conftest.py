@@ -10,7 +10,10 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
-TOOLS = ("wbdump", "wbreplay", "wbrecover")
+# The tools that read a cache device or image (the contract tests' devices).
+CACHE_TOOLS = ("wbdump", "wbreplay", "wbrecover")
+# Every tool: those and wbstat, which reads the kernel's targets through dmsetup.
+TOOLS = CACHE_TOOLS + ("wbstat",)
 # The tools that write: both take the devices as --cache CACHE --backing BACKING.
 WRITING_TOOLS = ("wbreplay", "wbrecover")
 # The exit codes every tool documents.
@@ -34,7 +37,7 @@ def tool_path(name: str) -> pathlib.Path:
     return build_path() / "tools" / name / name
 
 
-def existing_tools(names=TOOLS):
+def existing_tools(names=CACHE_TOOLS):
     return [name for name in names if tool_path(name).exists()]
 
 

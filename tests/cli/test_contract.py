@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import (OPERATIONAL, REFUSED, USAGE, WRITING_TOOLS, device_args, existing_tools, run, sha256,
+from conftest import (OPERATIONAL, REFUSED, TOOLS, USAGE, WRITING_TOOLS, device_args, existing_tools, run, sha256,
                       tool_path)
 
 # What each tool's --help must mention besides usage and exit codes.
@@ -14,10 +14,12 @@ HELP_WORDS = {
     "wbdump": ("--backing", "--json", "--no-verify"),
     "wbreplay": ("--mark-clean", "--dry-run", "--force", "O_EXCL", "Exit codes", "4 refused"),
     "wbrecover": ("--salvage", "--output", "--report", "single point", "Exit codes", "0 nothing was lost"),
+    "wbstat": ("--json", "--prometheus-file", "--interval", "dead_cause", "never writes", "Exit codes",
+               "1 a dm-wbkit target is dead"),
 }
 
 
-@pytest.mark.parametrize("tool", existing_tools())
+@pytest.mark.parametrize("tool", existing_tools(TOOLS))
 def test_help_exits_zero_and_documents_exit_codes(tool):
     result = run([tool_path(tool), "--help"])
     assert result.returncode == 0, result.stderr
@@ -27,7 +29,7 @@ def test_help_exits_zero_and_documents_exit_codes(tool):
         assert word in result.stdout, word
 
 
-@pytest.mark.parametrize("tool", existing_tools())
+@pytest.mark.parametrize("tool", existing_tools(TOOLS))
 def test_unknown_option_is_a_usage_error(tool):
     result = run([tool_path(tool), "--no-such-option"])
     assert result.returncode == USAGE

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import ROOT, TOOLS, run, tool_path
 
-PAGES = {"wbdump": "wbdump.8", "wbreplay": "wbreplay.8", "wbrecover": "wbrecover.8", "dm-wbkit": "dm-wbkit.4"}
+PAGES = {"wbdump": "wbdump.8", "wbreplay": "wbreplay.8", "wbrecover": "wbrecover.8", "wbstat": "wbstat.8",
+         "dm-wbkit": "dm-wbkit.4"}
 
 
 def page_path(build_dir: pathlib.Path, page: str) -> pathlib.Path:

@@ -1,14 +1,18 @@
 // libFuzzer target for every parser entry point: superblock, segment header,
-// and the whole log scan over an image whose headers come from the input.
+// the whole log scan over an image whose headers come from the input, and
+// dmsetup's status and table lines as wbstat reads them.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "wbkit/inspect.hpp"
 #include "wbkit/report.hpp"
 #include "wbkit/log_scan.hpp"
+#include "wbkit/wb_status.hpp"
 
 using namespace wbkit;
 
@@ -21,6 +25,17 @@ constexpr unsigned fuzz_slots = 3;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
 	std::span<const std::byte> input(reinterpret_cast<const std::byte*>(data), size);
+
+	// The input as dmsetup's output: a parse error is an answer, nothing else is.
+	try {
+		StatusReport report{.devices = read_dmsetup_output(
+					    std::string_view(reinterpret_cast<const char*>(data), size), "fuzz")};
+		(void)status_json(report);
+		std::ostringstream text;
+		print_status(text, report);
+		write_status_prometheus(text, report);
+	} catch (const StatusFormatError&) {
+	}
 
 	std::vector<std::byte> block(block_size);
 	std::memcpy(block.data(), input.data(), std::min<std::size_t>(size, block_size));

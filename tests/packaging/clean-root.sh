@@ -67,7 +67,7 @@ snapshot() {
 }
 leftovers() {
 	local found=0 path
-	for path in /usr/sbin/wbdump /usr/sbin/wbreplay /usr/sbin/wbrecover \
+	for path in /usr/sbin/wbdump /usr/sbin/wbreplay /usr/sbin/wbrecover /usr/sbin/wbstat \
 		/usr/share/man/man8/wbdump.8.gz /usr/share/man/man4/dm-wbkit.4.gz \
 		/usr/share/bash-completion/completions/wbdump \
 		/usr/share/doc/wbkit /usr/share/doc/python3-wbkit /usr/share/doc/dm-wbkit-dkms \
@@ -86,7 +86,7 @@ step "install wbkit, python3-wbkit, dm-wbkit-dkms (and man-db to read the pages)
 apt_root install man-db "${in_root_debs[@]}"
 
 step "use them"
-for tool in wbdump wbreplay wbrecover; do
+for tool in wbdump wbreplay wbrecover wbstat; do
 	out=$(in_root "$tool" --version)
 	echo "$out"
 	[ "$(echo "$out" | cut -d' ' -f1-2)" = "$tool $version" ] || fail "$tool --version: $out"

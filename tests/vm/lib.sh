@@ -58,6 +58,11 @@ VM_HOST_PROGRAMS=(/usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blockdev /usr/bin/dd 
 	/sbin/mkfs.ext4 /usr/bin/sync)
 # Configuration files the programs read, copied as they are.
 VM_HOST_FILES=(/etc/mke2fs.conf)
+# wbkit's own tools for guest scripts, as /usr/local/bin/<tool> (stripped,
+# with their libraries), from the build directory run-all.sh was given
+# (WBKIT_BUILD_DIR, else build/) when built there; a guest script that needs
+# one checks that it is there. Rebuilding one rebuilds the initramfs.
+VM_GUEST_TOOLS=(wbstat)
 
 # Console lines that mean the guest kernel went wrong even if the script
 # carried on. /init prints the kernel log at the end, so warnings that the
@@ -97,6 +102,16 @@ vm_upstream_why() {
 }
 vm_has_wbkit() { [ -r "$VM_WBKIT_KO" ]; }
 
+# The host builds of VM_GUEST_TOOLS that exist, one path a line.
+_vm_guest_tool_files() {
+	local t f
+	for t in "${VM_GUEST_TOOLS[@]}"; do
+		f=${WBKIT_BUILD_DIR:-$WBKIT_ROOT/build}/tools/$t/$t
+		[ -x "$f" ] && echo "$f"
+	done
+	return 0
+}
+
 _vm_module_files() {
 	local m
 	for m in "${VM_BOOT_MODULES[@]}" "${VM_EXTRA_MODULES[@]}"; do
@@ -112,7 +127,7 @@ _vm_fingerprint() {
 	{
 		echo "kver $VM_KVER modroot $VM_MODROOT"
 		sha256sum "$VM_DIR/lib.sh" "$VM_DIR/guest-lib.sh" "$VM_DIR/wbstamp.c"
-		for f in "$(command -v busybox)" "${VM_HOST_PROGRAMS[@]}" "${VM_HOST_FILES[@]}" "$VM_UPSTREAM_KO" "$VM_WBKIT_KO" $(_vm_module_files); do
+		for f in "$(command -v busybox)" "${VM_HOST_PROGRAMS[@]}" "${VM_HOST_FILES[@]}" "$VM_UPSTREAM_KO" "$VM_WBKIT_KO" $(_vm_module_files) $(_vm_guest_tool_files); do
 			if [ -e "$f" ]; then
 				stat -L -c '%n %s %Y' "$f"
 			else
@@ -122,12 +137,16 @@ _vm_fingerprint() {
 	} | sha256sum | cut -d' ' -f1
 }
 
-_vm_copy_with_libs() {
+_vm_copy_libs() {
 	local root=$1 prog=$2 lib
-	install -D -m 0755 "$prog" "$root$prog"
 	for lib in $(ldd "$prog" | awk '$(NF-1) ~ /^\// { print $(NF-1) }'); do
 		[ -e "$root$lib" ] || install -D -m 0755 "$lib" "$root$lib"
 	done
+}
+
+_vm_copy_with_libs() {
+	install -D -m 0755 "$2" "$1$2"
+	_vm_copy_libs "$1" "$2"
 }
 
 vm_build_wbstamp() {
@@ -242,6 +261,10 @@ vm_prepare() {
 			[ -e "$prog" ] && install -D -m 0644 "$prog" "$root$prog"
 		done
 		install -m 0755 "$VM_WBSTAMP" "$root/usr/local/bin/wbstamp"
+		for prog in $(_vm_guest_tool_files); do
+			strip --strip-all -o "$root/usr/local/bin/$(basename "$prog")" "$prog"
+			_vm_copy_libs "$root" "$prog"
+		done
 		install -m 0644 "$VM_DIR/guest-lib.sh" "$root/lib/wbguest.sh"
 
 		local moddir=/lib/modules/$VM_KVER mod rel compressed=0

@@ -18,6 +18,7 @@
 #include "wbkit/recover.hpp"
 #include "wbkit/replay.hpp"
 #include "wbkit/replay_run.hpp"
+#include "wbkit/wb_status.hpp"
 
 namespace wbkit {
 
@@ -70,5 +71,26 @@ void print_replay_report(std::ostream& out, const ReplayRunResult& run);
 std::string recovery_json(const RecoveryReport& report, int indent = -1);
 void write_recovery_json(std::ostream& out, const RecoveryReport& report);
 void print_recovery(std::ostream& out, const RecoveryReport& report);
+
+// wbstat: one sample of the writeboost targets, and what changed since the
+// sample before it.
+struct StatusReport {
+	std::vector<WbDevice> devices;
+	// With an interval: one entry per device, the rates since the previous
+	// sample (nullopt for a target that was not in it); else empty.
+	std::vector<std::optional<WbRates>> rates{};
+	std::optional<double> interval_seconds{}; // as asked for
+	std::string source = "dmsetup";           // or the file read ("-": stdin)
+	std::int64_t time = 0;                    // of the sample, seconds since the epoch
+};
+
+// wbstat's document (`wbstat/1`, docs/schemas/wbstat-1.schema.json).
+std::string status_json(const StatusReport& report, int indent = 2);
+// Labelled figures with units, one block per target.
+void print_status(std::ostream& out, const StatusReport& report);
+// The Prometheus text exposition format (version 0.0.4), as node_exporter's
+// textfile collector reads it: every metric's HELP and TYPE, then its
+// samples, labelled device= and target=.
+void write_status_prometheus(std::ostream& out, const StatusReport& report);
 
 } // namespace wbkit

@@ -1,0 +1,55 @@
+// Reading the writeboost targets of the running kernel through dmsetup(8):
+// `dmsetup status` and `dmsetup table` (--target writeboost), and dm-wbkit's
+// message `dead_cause` for a dead target. Only queries: nothing here loads,
+// suspends, changes or writes to a device.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "wbkit/wb_status.hpp"
+
+namespace wbkit {
+
+// What a finished program printed, and how it ended: its exit code, or 128
+// plus the signal that killed it.
+struct ProgramOutput {
+	int status = 0;
+	std::string out;
+	std::string err;
+};
+
+// Runs argv[0] (a path; no PATH search) with stdin from /dev/null and
+// collects both outputs. Throws IoError when it cannot be started.
+ProgramOutput run_program(const std::vector<std::string>& argv);
+
+// The program to run for `name`: itself when it holds a '/', else the first
+// executable file of that name in PATH, then /usr/sbin and /sbin (cron's PATH
+// lacks them; dmsetup lives there). Throws IoError (ENOENT) when none is found.
+std::string find_program(const std::string& name);
+
+class DmsetupReader {
+public:
+	// `program`: the dmsetup to run (find_program resolves it).
+	explicit DmsetupReader(std::string program = "dmsetup");
+
+	// Every writeboost target of every device-mapper device.
+	std::vector<WbDevice> all();
+	// The writeboost targets of these devices (names or paths, as dmsetup
+	// takes them), named as given. Throws Error when one does not exist or
+	// has no writeboost target.
+	std::vector<WbDevice> named(const std::vector<std::string>& devices);
+
+	// What went wrong without stopping the run (a dead cause that could not
+	// be read), for the caller to print as warnings.
+	const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+
+private:
+	std::string query(const std::vector<std::string>& args);
+	void read_dead_causes(std::vector<WbDevice>& devices);
+
+	std::string program_;
+	std::vector<std::string> warnings_;
+};
+
+} // namespace wbkit

@@ -1,0 +1,231 @@
+// dmsetup.hpp: running dmsetup(8) to read the writeboost targets.
+#include "wbkit/dmsetup.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "wbkit/errors.hpp"
+
+extern char** environ;
+
+namespace wbkit {
+
+namespace {
+
+struct Pipe {
+	int fd[2] = {-1, -1};
+	Pipe()
+	{
+		if (::pipe2(fd, O_CLOEXEC) != 0)
+			throw IoError("cannot create a pipe", "pipe", errno);
+	}
+	~Pipe()
+	{
+		close_read();
+		close_write();
+	}
+	void close_read()
+	{
+		if (fd[0] >= 0)
+			::close(fd[0]);
+		fd[0] = -1;
+	}
+	void close_write()
+	{
+		if (fd[1] >= 0)
+			::close(fd[1]);
+		fd[1] = -1;
+	}
+};
+
+class SpawnActions {
+public:
+	SpawnActions() { ::posix_spawn_file_actions_init(&actions_); }
+	~SpawnActions() { ::posix_spawn_file_actions_destroy(&actions_); }
+	posix_spawn_file_actions_t* get() { return &actions_; }
+
+private:
+	posix_spawn_file_actions_t actions_;
+};
+
+bool executable_file(const std::string& path)
+{
+	struct stat st {};
+	return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string command_text(const std::string& program, const std::vector<std::string>& args)
+{
+	std::string text = program;
+	for (const std::string& a : args)
+		text += " " + a;
+	return text;
+}
+
+// The first lines of what a program said on stderr, for an error message.
+std::string said(const std::string& err)
+{
+	std::string text = err;
+	while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+		text.pop_back();
+	for (char& c : text)
+		if (c == '\n')
+			c = ' ';
+	if (text.size() > 400)
+		text = text.substr(0, 400) + "...";
+	return text.empty() ? "(no message)" : text;
+}
+
+} // namespace
+
+ProgramOutput run_program(const std::vector<std::string>& argv)
+{
+	if (argv.empty())
+		throw Error("run_program: no program");
+	Pipe out, err;
+	SpawnActions actions;
+	::posix_spawn_file_actions_addopen(actions.get(), 0, "/dev/null", O_RDONLY, 0);
+	::posix_spawn_file_actions_adddup2(actions.get(), out.fd[1], 1);
+	::posix_spawn_file_actions_adddup2(actions.get(), err.fd[1], 2);
+	std::vector<char*> args;
+	for (const std::string& a : argv)
+		args.push_back(const_cast<char*>(a.c_str()));
+	args.push_back(nullptr);
+	pid_t pid = 0;
+	if (int rc = ::posix_spawn(&pid, argv[0].c_str(), actions.get(), nullptr, args.data(), environ); rc != 0)
+		throw IoError("cannot run", argv[0], rc);
+	out.close_write();
+	err.close_write();
+
+	ProgramOutput result;
+	pollfd fds[2] = {{out.fd[0], POLLIN, 0}, {err.fd[0], POLLIN, 0}};
+	std::string* sinks[2] = {&result.out, &result.err};
+	int open = 2;
+	char buffer[65536];
+	while (open > 0) {
+		if (::poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			throw IoError("cannot wait for the output of", argv[0], errno);
+		}
+		for (int i = 0; i < 2; ++i) {
+			if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				fds[i].fd = -1;
+				--open;
+				continue;
+			}
+			sinks[i]->append(buffer, std::size_t(n));
+		}
+	}
+	int wstatus = 0;
+	while (::waitpid(pid, &wstatus, 0) < 0)
+		if (errno != EINTR)
+			throw IoError("cannot wait for", argv[0], errno);
+	result.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+	return result;
+}
+
+std::string find_program(const std::string& name)
+{
+	if (name.find('/') != std::string::npos) {
+		if (!executable_file(name))
+			throw IoError("cannot run", name, errno ? errno : ENOENT);
+		return name;
+	}
+	std::string dirs;
+	if (const char* path = std::getenv("PATH"))
+		dirs = path;
+	dirs += ":/usr/sbin:/sbin";
+	std::size_t pos = 0;
+	while (pos <= dirs.size()) {
+		std::size_t end = dirs.find(':', pos);
+		if (end == std::string::npos)
+			end = dirs.size();
+		std::string dir = dirs.substr(pos, end - pos);
+		pos = end + 1;
+		if (dir.empty())
+			continue;
+		std::string candidate = dir + "/" + name;
+		if (executable_file(candidate))
+			return candidate;
+	}
+	throw IoError("not found in PATH, /usr/sbin or /sbin (install it: apt install dmsetup)", name, ENOENT);
+}
+
+DmsetupReader::DmsetupReader(std::string program) : program_(find_program(program)) {}
+
+std::string DmsetupReader::query(const std::vector<std::string>& args)
+{
+	std::vector<std::string> argv{program_};
+	argv.insert(argv.end(), args.begin(), args.end());
+	ProgramOutput done = run_program(argv);
+	if (done.status != 0)
+		throw Error(fmt::format("`{}` failed (exit {}): {}", command_text(program_, args), done.status,
+					said(done.err)));
+	return done.out;
+}
+
+void DmsetupReader::read_dead_causes(std::vector<WbDevice>& devices)
+{
+	for (WbDevice& d : devices) {
+		if (!d.status.dead().value_or(false))
+			continue;
+		// A read-only query: dm-wbkit replies with the kept cause.
+		const std::vector<std::string> args{"message", d.name, std::to_string(d.start), "dead_cause"};
+		std::vector<std::string> argv{program_};
+		argv.insert(argv.end(), args.begin(), args.end());
+		ProgramOutput done = run_program(argv);
+		std::string cause = done.out;
+		while (!cause.empty() && (cause.back() == '\n' || cause.back() == ' '))
+			cause.pop_back();
+		if (done.status != 0 || cause.empty()) {
+			warnings_.push_back(fmt::format("{} is dead, but `{}` did not say why (exit {}): {}", d.name,
+							command_text(program_, args), done.status, said(done.err)));
+			continue;
+		}
+		d.dead_cause = cause;
+	}
+}
+
+std::vector<WbDevice> DmsetupReader::all()
+{
+	const std::string status = query({"status", "--target", "writeboost"});
+	const std::string table = query({"table", "--target", "writeboost"});
+	std::vector<WbDevice> devices = read_dmsetup_output(status + "\n" + table, "dmsetup");
+	read_dead_causes(devices);
+	return devices;
+}
+
+std::vector<WbDevice> DmsetupReader::named(const std::vector<std::string>& names)
+{
+	std::vector<WbDevice> devices;
+	for (const std::string& name : names) {
+		const std::string status = query({"status", "--target", "writeboost", name});
+		const std::string table = query({"table", "--target", "writeboost", name});
+		// One device: dmsetup prints no name, so the lines pair in order.
+		std::vector<WbDevice> found = read_dmsetup_output(status + "\n" + table, "dmsetup");
+		if (found.empty())
+			throw Error(name + ": not a writeboost device (its table has no writeboost target)");
+		for (WbDevice& d : found) {
+			d.name = name;
+			devices.push_back(std::move(d));
+		}
+	}
+	read_dead_causes(devices);
+	return devices;
+}
+
+} // namespace wbkit

@@ -1,0 +1,440 @@
+// The status and table lines of both modules (wb_status.hpp) and wbstat's
+// reports, on lines the kernel printed: the upstream, dm-wbkit and dead
+// lines are scenario 80-status-layout's, the `dmsetup` outputs
+// fixtures/status/ holds were captured by scenario 89-wbstat.
+#include <fstream>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <regex>
+#include <sstream>
+
+#include "wbkit/report.hpp"
+#include "wbkit/wb_status.hpp"
+
+using namespace wbkit;
+
+namespace {
+
+// dm-writeboost 2.2.17 after 100 writes to one block and a flushed workload.
+const std::string upstream_line =
+	"762 1778 14 21 20 10 139 0 0 0 0 0 0 0 0 75 191 0 0 9 23 0 102 10 10 writeback_threshold 0 "
+	"nr_cur_batched_writeback 2 sync_data_interval 0 update_sb_record_interval 0 read_cache_threshold 0";
+// dm-wbkit, the same steps.
+const std::string wbkit_line =
+	"1270 1778 14 11 10 0 262 0 0 0 0 0 0 0 0 73 189 0 0 11 25 0 102 10 12 writeback_threshold 0 "
+	"nr_cur_batched_writeback 0 sync_data_interval 0 update_sb_record_interval 0 read_cache_threshold 0 dead 0";
+// dm-wbkit killed by a backing read error.
+const std::string dead_line =
+	"1270 1778 14 11 10 0 262 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 12 writeback_threshold 0 "
+	"nr_cur_batched_writeback 0 sync_data_interval 0 update_sb_record_interval 0 read_cache_threshold 0 dead 1";
+// dm-wbkit under fio with writeback_threshold 50: every kind of bio counted.
+const std::string busy_line =
+	"1311 1778 14 109 108 104 362 916 1922 0 0 3954 3035 630 151 1880 5025 0 0 2773 80 847 3 75 12 "
+	"writeback_threshold 50 nr_cur_batched_writeback 4 sync_data_interval 0 update_sb_record_interval 0 "
+	"read_cache_threshold 0 dead 0";
+
+std::string data_file(const std::string& name)
+{
+	std::ifstream in(std::string(WBKIT_SOURCE_DIR) + "/fixtures/status/" + name);
+	EXPECT_TRUE(in) << name;
+	std::stringstream text;
+	text << in.rdbuf();
+	return text.str();
+}
+
+std::string error_of(const std::function<void()>& f)
+{
+	try {
+		f();
+	} catch (const StatusFormatError& e) {
+		return e.what();
+	}
+	return "(no error)";
+}
+
+} // namespace
+
+TEST(WbStatus, UpstreamLineFieldByField)
+{
+	const WbStatus s = parse_wb_status(upstream_line);
+	EXPECT_EQ(s.cursor_pos, 762u);
+	EXPECT_EQ(s.nr_cache_blocks, 1778u);
+	EXPECT_EQ(s.nr_segments, 14u);
+	EXPECT_EQ(s.current_id, 21u);
+	EXPECT_EQ(s.last_flushed_id, 20u);
+	EXPECT_EQ(s.last_writeback_id, 10u);
+	EXPECT_EQ(s.nr_dirty_cache_blocks, 139u);
+	EXPECT_EQ(s.stat[8], 75u);
+	EXPECT_EQ(s.stat[15], 102u);
+	EXPECT_EQ(s.nr_partial_flushed, 10u);
+	ASSERT_EQ(s.pairs.size(), 5u);
+	EXPECT_EQ(s.pairs[0].first, "writeback_threshold");
+	EXPECT_EQ(s.pair("nr_cur_batched_writeback"), 2u);
+	EXPECT_EQ(s.pair("read_cache_threshold"), 0u);
+	EXPECT_EQ(s.pair("dead"), std::nullopt);
+	EXPECT_EQ(s.module(), TargetModule::dm_writeboost);
+	EXPECT_EQ(s.dead(), std::nullopt);
+}
+
+TEST(WbStatus, WbkitLinesAliveAndDead)
+{
+	const WbStatus alive = parse_wb_status(wbkit_line);
+	EXPECT_EQ(alive.module(), TargetModule::dm_wbkit);
+	EXPECT_EQ(alive.dead(), false);
+	EXPECT_EQ(alive.pairs.size(), 6u);
+	EXPECT_EQ(alive.current_id, 11u);
+	const WbStatus dead = parse_wb_status(dead_line);
+	EXPECT_EQ(dead.module(), TargetModule::dm_wbkit);
+	EXPECT_EQ(dead.dead(), true);
+	EXPECT_EQ(dead.stat[1], 1u);
+	EXPECT_EQ(target_module_name(dead.module()), "dm-wbkit");
+	EXPECT_EQ(target_module_name(TargetModule::dm_writeboost), "dm-writeboost");
+}
+
+TEST(WbStatus, FiguresOfABusyTarget)
+{
+	const WbStatus s = parse_wb_status(busy_line);
+	const WbFigures f = wb_figures(s);
+	// stat0..7 reads: 916 1922 0 0 3954 3035 630 151; writes: 1880 5025 0 0 2773 80 847 3.
+	EXPECT_EQ(f.reads, 916u + 1922 + 3954 + 3035 + 630 + 151);
+	EXPECT_EQ(f.read_hits, 3954u + 3035 + 630 + 151);
+	EXPECT_EQ(f.read_hits_on_buffer, 630u + 151);
+	EXPECT_EQ(f.reads_fullsize, 1922u + 3035 + 151);
+	EXPECT_EQ(f.writes, 1880u + 5025 + 2773 + 80 + 847 + 3);
+	EXPECT_EQ(f.write_hits, 2773u + 80 + 847 + 3);
+	EXPECT_EQ(f.write_hits_on_buffer, 847u + 3);
+	EXPECT_EQ(f.writes_fullsize, 5025u + 80 + 3);
+	ASSERT_TRUE(f.read_hit_ratio);
+	EXPECT_DOUBLE_EQ(*f.read_hit_ratio, double(f.read_hits) / double(f.reads));
+	EXPECT_DOUBLE_EQ(*f.write_hit_ratio, double(f.write_hits) / double(f.writes));
+	EXPECT_EQ(f.dirty_blocks, 362u);
+	EXPECT_EQ(f.dirty_bytes, 362u * 4096);
+	EXPECT_EQ(f.cache_bytes, 1778u * 4096);
+	EXPECT_DOUBLE_EQ(*f.dirty_ratio, 362.0 / 1778);
+	EXPECT_EQ(f.segments_in_use, 109u - 104);
+	EXPECT_EQ(f.segments_unflushed, 1u);
+	EXPECT_EQ(f.segments_to_write_back, 4u);
+	EXPECT_DOUBLE_EQ(*f.segments_in_use_ratio, 5.0 / 14);
+}
+
+TEST(WbStatus, NoBiosNoRatio)
+{
+	const WbFigures f = wb_figures(parse_wb_status(dead_line));
+	EXPECT_EQ(f.reads, 1u);
+	EXPECT_EQ(f.read_hit_ratio, 0.0);
+	EXPECT_EQ(f.writes, 0u);
+	EXPECT_EQ(f.write_hit_ratio, std::nullopt);
+}
+
+TEST(WbStatus, BadLinesNameWhatIsWrong)
+{
+	EXPECT_NE(error_of([] { parse_wb_status("1 2 3"); }).find("at least 25 fields"), std::string::npos);
+	std::string bad = upstream_line;
+	bad.replace(bad.find(" 21 "), 4, " x1 ");
+	EXPECT_NE(error_of([&] { parse_wb_status(bad); }).find("field 4 (current_id) is not a number: 'x1'"),
+		  std::string::npos);
+	EXPECT_NE(error_of([] { parse_wb_status(std::string(24 * 2, ' ').replace(0, 1, "-")); }).find("at least"),
+		  std::string::npos);
+	bad = upstream_line;
+	bad.replace(0, 3, "-12");
+	EXPECT_NE(error_of([&] { parse_wb_status(bad); }).find("field 1 (cursor_pos)"), std::string::npos);
+	bad = upstream_line;
+	bad.replace(0, 3, "18446744073709551616"); // 2^64
+	EXPECT_NE(error_of([&] { parse_wb_status(bad); }).find("field 1 (cursor_pos)"), std::string::npos);
+	EXPECT_NE(error_of([] { parse_wb_status(upstream_line + " dead"); }).find("says 10 key/value tokens, but 11"),
+		  std::string::npos);
+	bad = upstream_line;
+	bad.replace(bad.find(" 10 writeback"), 4, " 9 ");
+	EXPECT_NE(error_of([&] { parse_wb_status(bad); }).find("odd"), std::string::npos);
+	bad = upstream_line;
+	bad.replace(bad.find("threshold 0"), 11, "threshold on");
+	EXPECT_NE(error_of([&] { parse_wb_status(bad); }).find("the value of writeback_threshold is not a number"),
+		  std::string::npos);
+	bad = wbkit_line;
+	bad.back() = '2';
+	EXPECT_NE(error_of([&] { parse_wb_status(bad); }).find("dead is 2"), std::string::npos);
+	// The largest value a counter can hold reads.
+	bad = upstream_line;
+	bad.replace(0, 3, "18446744073709551615");
+	EXPECT_EQ(parse_wb_status(bad).cursor_pos, 18446744073709551615u);
+	// Extra spaces and a carriage return are not an error.
+	EXPECT_EQ(parse_wb_status("  " + upstream_line + " \r\n").current_id, 21u);
+}
+
+TEST(WbTable, BothModulesShapes)
+{
+	const WbTable plain = parse_wb_table("254:0 254:16");
+	EXPECT_EQ(plain.backing, "254:0");
+	EXPECT_EQ(plain.cache, "254:16");
+	EXPECT_TRUE(plain.args.empty());
+	EXPECT_EQ(plain.arg("writeback_threshold"), std::nullopt);
+
+	const WbTable t = parse_wb_table("254:0 254:16 4 writeback_threshold 70 read_cache_threshold 31");
+	ASSERT_EQ(t.args.size(), 2u);
+	EXPECT_EQ(t.arg("writeback_threshold"), 70u);
+	EXPECT_EQ(t.arg("read_cache_threshold"), 31u);
+
+	// Upstream repeats the words as typed: any case, a '+', the last of a
+	// repeated key wins, words after the counted ones ignored.
+	const WbTable typed = parse_wb_table("8:0 8:16 6 Writeback_Threshold +5 NR_MAX_BATCHED_WRITEBACK 4 "
+					     "writeback_threshold 9 trailing words");
+	EXPECT_EQ(typed.args[0].first, "writeback_threshold");
+	EXPECT_EQ(typed.arg("writeback_threshold"), 9u);
+	EXPECT_EQ(typed.arg("nr_max_batched_writeback"), 4u);
+	EXPECT_EQ(typed.arg("trailing"), std::nullopt);
+}
+
+TEST(WbTable, BadTables)
+{
+	EXPECT_NE(error_of([] { parse_wb_table("254:0"); }).find("backing device and the cache device"),
+		  std::string::npos);
+	EXPECT_NE(error_of([] { parse_wb_table("254:0 254:16 x"); }).find("count of optional arguments is not a number"),
+		  std::string::npos);
+	EXPECT_NE(error_of([] { parse_wb_table("254:0 254:16 4 writeback_threshold 1"); }).find("only 2 follow"),
+		  std::string::npos);
+}
+
+TEST(DmLine, Shapes)
+{
+	auto named = split_dm_line("wb: 0 2097152 writeboost 1 2 3");
+	ASSERT_TRUE(named);
+	EXPECT_EQ(named->name, "wb");
+	EXPECT_EQ(named->start, 0u);
+	EXPECT_EQ(named->length, 2097152u);
+	EXPECT_EQ(named->type, "writeboost");
+	EXPECT_EQ(named->params, "1 2 3");
+
+	auto plain = split_dm_line("8 100 linear 8:0 0");
+	ASSERT_TRUE(plain);
+	EXPECT_EQ(plain->name, "");
+	EXPECT_EQ(plain->start, 8u);
+	EXPECT_EQ(plain->type, "linear");
+	EXPECT_EQ(plain->params, "8:0 0");
+
+	// dmsetup prints "<start> <len> <type> " for a target without parameters.
+	auto bare = split_dm_line("x: 0 8 error ");
+	ASSERT_TRUE(bare);
+	EXPECT_EQ(bare->params, "");
+
+	// A name may hold ": ".
+	auto odd = split_dm_line("a: b: 0 8 writeboost 254:0 254:1");
+	ASSERT_TRUE(odd);
+	EXPECT_EQ(odd->name, "a: b");
+
+	EXPECT_FALSE(split_dm_line("hello world"));
+	EXPECT_FALSE(split_dm_line("1 2 3 4 5"));
+	EXPECT_FALSE(split_dm_line("No devices found"));
+	EXPECT_FALSE(split_dm_line(upstream_line)); // bare parameters: read_dmsetup_output takes them
+}
+
+TEST(DmsetupOutput, StatusAndTableOfSeveralTargets)
+{
+	const std::string text = "b1: 0 32768 linear 254:0 0\n"
+				 "up: 0 32768 writeboost " +
+				 upstream_line + "\n\nwk: 0 32768 writeboost " + wbkit_line +
+				 "\n"
+				 "wk: 0 32768 writeboost 254:1 254:32 2 writeback_threshold 70\n"
+				 "up: 0 32768 writeboost 254:1 254:16\n";
+	const auto devices = read_dmsetup_output(text, "x");
+	ASSERT_EQ(devices.size(), 2u);
+	EXPECT_EQ(devices[0].name, "up");
+	EXPECT_EQ(devices[0].length, 32768u);
+	EXPECT_EQ(devices[0].status.module(), TargetModule::dm_writeboost);
+	ASSERT_TRUE(devices[0].table);
+	EXPECT_EQ(devices[0].table->cache, "254:16");
+	EXPECT_EQ(devices[1].name, "wk");
+	ASSERT_TRUE(devices[1].table);
+	EXPECT_EQ(devices[1].table->arg("writeback_threshold"), 70u);
+}
+
+TEST(DmsetupOutput, UnnamedLinesAndNothing)
+{
+	// dmsetup status wb; dmsetup table wb: no names, paired in order.
+	auto one = read_dmsetup_output("0 2048 writeboost " + upstream_line + "\n0 2048 writeboost 8:0 8:16\n", "stdin");
+	ASSERT_EQ(one.size(), 1u);
+	EXPECT_EQ(one[0].name, "stdin:1");
+	ASSERT_TRUE(one[0].table);
+	EXPECT_EQ(one[0].table->backing, "8:0");
+	// The bare parameters, as `cut -d' ' -f4-` leaves them.
+	auto bare = read_dmsetup_output("\n" + dead_line + "\n", "f");
+	ASSERT_EQ(bare.size(), 1u);
+	EXPECT_EQ(bare[0].name, "f:2");
+	EXPECT_EQ(bare[0].status.dead(), true);
+	EXPECT_FALSE(bare[0].table);
+	EXPECT_TRUE(read_dmsetup_output("No devices found\n", "s").empty());
+	EXPECT_TRUE(read_dmsetup_output("", "s").empty());
+	EXPECT_TRUE(read_dmsetup_output("v: 0 8 linear 8:0 0\n", "s").empty());
+}
+
+TEST(DmsetupOutput, ErrorsNameTheLine)
+{
+	EXPECT_EQ(error_of([] { read_dmsetup_output("v: 0 8 linear 8:0 0\nthis is not dmsetup\n", "in"); }),
+		  "in:2: neither a line of dmsetup status or dmsetup table nor a writeboost status: 'this is not "
+		  "dmsetup'");
+	EXPECT_EQ(error_of([] { read_dmsetup_output("wb: 0 8 writeboost 1 2 3\n", "in"); }),
+		  "in:1: writeboost status: a writeboost status has at least 25 fields (24 numbers and a count), this "
+		  "one has 3");
+	EXPECT_NE(error_of([] { read_dmsetup_output("wb: 0 8 writeboost 254:0\n", "in"); }).find("in:1: writeboost table"),
+		  std::string::npos);
+	EXPECT_NE(error_of([] { read_dmsetup_output("1 2 3\n", "in"); }).find("in:1: not a writeboost status"),
+		  std::string::npos);
+	EXPECT_NE(error_of([] { read_dmsetup_output("wb: 0 8 writeboost " + upstream_line + "\nwb: 0 8 writeboost " + upstream_line, "in"); })
+			  .find("in:2: a second status line for wb"),
+		  std::string::npos);
+	EXPECT_NE(error_of([] { read_dmsetup_output("wb: 0 8 writeboost \n", "in"); }).find("without parameters"),
+		  std::string::npos);
+}
+
+TEST(DmsetupOutput, CapturedFromBothModules)
+{
+	// dmsetup status and table --target writeboost as scenario 89 captured
+	// them: an upstream device, then two dm-wbkit devices, one dead.
+	for (const char* tag : {"up", "dead"}) {
+		const std::string status = data_file(std::string(tag) + ".status");
+		const std::string table = data_file(std::string(tag) + ".table");
+		const auto devices = read_dmsetup_output(status + table, tag);
+		ASSERT_FALSE(devices.empty()) << tag;
+		for (const WbDevice& d : devices) {
+			ASSERT_TRUE(d.table) << d.name;
+			EXPECT_EQ(d.table->arg("nr_max_batched_writeback"), 16u) << d.name;
+			EXPECT_GT(d.status.nr_segments, 0u);
+			EXPECT_EQ(d.status.module(),
+				  std::string(tag) == "up" ? TargetModule::dm_writeboost : TargetModule::dm_wbkit);
+		}
+	}
+	const auto dead = read_dmsetup_output(data_file("dead.status"), "dead");
+	ASSERT_EQ(dead.size(), 2u);
+	EXPECT_EQ(dead[0].name, "wbd");
+	EXPECT_EQ(dead[0].status.dead(), true);
+	EXPECT_EQ(dead[1].status.dead(), false);
+}
+
+TEST(WbRates, DeltasOverAnInterval)
+{
+	WbDevice a;
+	a.name = "wb";
+	a.status = parse_wb_status(wbkit_line);
+	WbDevice b = a;
+	b.status.stat[8] += 40;  // write misses
+	b.status.stat[12] += 10; // write hits
+	b.status.stat[4] += 3;   // read hits
+	b.status.stat[0] += 1;   // a read miss
+	b.status.last_flushed_id += 2;
+	b.status.current_id += 2;
+	b.status.last_writeback_id += 7;
+	b.status.nr_dirty_cache_blocks -= 100;
+	auto r = wb_rates(a, b, 2.0);
+	ASSERT_TRUE(r);
+	EXPECT_FALSE(r->reset);
+	EXPECT_EQ(r->writes, 50u);
+	EXPECT_EQ(r->write_hits, 10u);
+	EXPECT_EQ(r->reads, 4u);
+	EXPECT_EQ(r->read_hits, 3u);
+	EXPECT_DOUBLE_EQ(*r->read_hit_ratio, 0.75);
+	EXPECT_DOUBLE_EQ(*r->write_hit_ratio, 0.2);
+	EXPECT_EQ(r->segments_flushed, 2u);
+	EXPECT_EQ(r->segments_written_back, 7u);
+	EXPECT_EQ(r->dirty_blocks_change, -100);
+	EXPECT_DOUBLE_EQ(r->per_second(r->writes), 25.0);
+	EXPECT_DOUBLE_EQ(r->per_second(r->dirty_blocks_change), -50.0);
+
+	// clear_stat: the counters went back.
+	WbDevice cleared = b;
+	cleared.status.stat = {};
+	auto reset = wb_rates(b, cleared, 1.0);
+	ASSERT_TRUE(reset);
+	EXPECT_TRUE(reset->reset);
+	// Another target, or the same name with another cache.
+	WbDevice other = b;
+	other.name = "wb2";
+	EXPECT_FALSE(wb_rates(a, other, 1.0));
+	other = b;
+	other.status.nr_cache_blocks += 1;
+	EXPECT_FALSE(wb_rates(a, other, 1.0));
+}
+
+TEST(StatusReport, JsonHumanAndPrometheus)
+{
+	StatusReport report;
+	report.devices = read_dmsetup_output("up: 0 32768 writeboost " + upstream_line + "\nwd: 0 32768 writeboost " +
+						     dead_line + "\nwd: 0 32768 writeboost 254:1 254:32 2 nr_read_cache_cells 64\n",
+					     "in");
+	report.devices[1].dead_cause = "backing read 24000 -5";
+	report.source = "in";
+	report.time = 1764650000;
+
+	const auto doc = nlohmann::json::parse(status_json(report));
+	EXPECT_EQ(doc["schema"], "wbstat/1");
+	ASSERT_EQ(doc["devices"].size(), 2u);
+	const auto& up = doc["devices"][0];
+	EXPECT_EQ(up["target"], "dm-writeboost");
+	EXPECT_TRUE(up["dead"].is_null());
+	EXPECT_TRUE(up["table"].is_null());
+	EXPECT_TRUE(up["tunables"]["nr_max_batched_writeback"].is_null());
+	EXPECT_EQ(up["cache"]["dirty_bytes"], 139 * 4096);
+	EXPECT_EQ(up["segments"]["in_use"], 11);
+	EXPECT_EQ(up["io"]["writes"], 400);
+	EXPECT_TRUE(up["io"]["read_hit_ratio"].is_null());
+	EXPECT_TRUE(up["rates"].is_null());
+	const auto& wd = doc["devices"][1];
+	EXPECT_EQ(wd["dead"], true);
+	EXPECT_EQ(wd["dead_cause"], "backing read 24000 -5");
+	EXPECT_EQ(wd["tunables"]["nr_read_cache_cells"], 64);
+	EXPECT_EQ(wd["tunables"]["nr_max_batched_writeback"], 32); // the default: not in the table
+	EXPECT_EQ(wd["status"]["pairs"]["dead"], 1);
+
+	std::ostringstream human;
+	print_status(human, report);
+	EXPECT_NE(human.str().find("up: dm-writeboost, sectors 0+32768 (16.0 MiB)\n"), std::string::npos);
+	EXPECT_NE(human.str().find("  dirty      139 block(s), 556.0 KiB (at most), 7.8% of 1778 cache blocks"),
+		  std::string::npos);
+	EXPECT_NE(human.str().find("  segments   11 of 14 in use (78.6%): current id 21, last flushed 20, last "
+				   "written back 10\n"),
+		  std::string::npos);
+	EXPECT_NE(human.str().find("  state      DEAD: backing read 24000 -5;"), std::string::npos);
+	EXPECT_NE(human.str().find("  writes     400, hits 134 (33.5%)"), std::string::npos);
+
+	std::ostringstream prom;
+	write_status_prometheus(prom, report);
+	const std::string text = prom.str();
+	const std::regex sample(R"re([a-z_]+(\{([a-z_]+="([^"\\]|\\.)*",?)*\})? [0-9]+)re");
+	std::istringstream lines(text);
+	std::string line;
+	std::size_t samples = 0;
+	while (std::getline(lines, line)) {
+		if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0)
+			continue;
+		EXPECT_TRUE(std::regex_match(line, sample)) << line;
+		++samples;
+	}
+	EXPECT_GT(samples, 40u);
+	EXPECT_NE(text.find("writeboost_dirty_blocks{device=\"up\",target=\"dm-writeboost\"} 139\n"), std::string::npos);
+	EXPECT_NE(text.find("writeboost_dead{device=\"wd\",target=\"dm-wbkit\"} 1\n"), std::string::npos);
+	EXPECT_EQ(text.find("writeboost_dead{device=\"up\""), std::string::npos); // upstream has no dead state
+	EXPECT_NE(text.find("writeboost_dead_cause_info{device=\"wd\",target=\"dm-wbkit\",cause=\"backing read 24000 "
+			    "-5\"} 1\n"),
+		  std::string::npos);
+	EXPECT_NE(text.find("writeboost_bios_total{device=\"up\",target=\"dm-writeboost\",op=\"write\",hit=\"1\","
+			    "on_buffer=\"1\",full_size=\"1\"} 102\n"),
+		  std::string::npos);
+	EXPECT_NE(text.find("writeboost_tunable{device=\"wd\",target=\"dm-wbkit\",key=\"nr_read_cache_cells\"} 64\n"),
+		  std::string::npos);
+	EXPECT_NE(text.find("# TYPE writeboost_bios_total counter\n"), std::string::npos);
+}
+
+TEST(StatusReport, PrometheusLabelsAreEscapedAndUnique)
+{
+	StatusReport report;
+	report.devices = read_dmsetup_output("a\"b\\c: 0 8 writeboost " + upstream_line + "\nm: 0 8 writeboost " +
+						     upstream_line + "\nm: 8 8 writeboost " + upstream_line + "\n",
+					     "in");
+	std::ostringstream prom;
+	write_status_prometheus(prom, report);
+	EXPECT_NE(prom.str().find("writeboost_segments{device=\"a\\\"b\\\\c\",target=\"dm-writeboost\"} 14\n"),
+		  std::string::npos);
+	// Two writeboost targets of one device: NAME@START.
+	EXPECT_NE(prom.str().find("writeboost_segments{device=\"m@0\","), std::string::npos);
+	EXPECT_NE(prom.str().find("writeboost_segments{device=\"m@8\","), std::string::npos);
+	EXPECT_NE(prom.str().find("writeboost_devices 3\n"), std::string::npos);
+}
