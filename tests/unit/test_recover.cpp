@@ -328,33 +328,40 @@ TEST(Recover, CorruptMiddleSegmentWithAndWithoutSalvage)
 	}
 }
 
+namespace {
+
+// Writes d's writes again on a fresh log, then a clean copy of a block
+// nobody wrote (its data is what the backing device holds) in a segment of
+// its own; returns that block's sector.
+std::uint64_t relog_with_clean_copy(BatchedCache& d)
+{
+	std::uint64_t clean_block = 8;
+	std::set<std::uint64_t> written;
+	for (const auto& w : d.writes)
+		written.insert(w.sector);
+	while (written.count(clean_block) || written.count(clean_block + 8))
+		clean_block += 8;
+	auto cache = open_device(d.cache_path, {.writable = true});
+	auto backing = open_device(d.backing_path, {.writable = true});
+	LogWriter writer(*cache, {.backing = backing.get()});
+	for (const auto& w : d.writes)
+		writer.write(w.sector, w.data);
+	writer.flush();
+	std::vector<std::byte> block(d.base.begin() + std::ptrdiff_t(clean_block * 512),
+				     d.base.begin() + std::ptrdiff_t(clean_block * 512 + block_size));
+	writer.write_clean(clean_block, block);
+	writer.flush();
+	return clean_block;
+}
+
+} // namespace
+
 TEST(Recover, UnreadableBackingSectorsWithAndWithoutACacheCopy)
 {
 	for (bool to_output : {true, false}) {
 		SCOPED_TRACE(to_output ? "--output" : "in place");
 		BatchedCache d(3, 10, 5);
-		// A clean cache copy of a block nobody wrote: its data is what the backing device holds.
-		std::uint64_t clean_block = 8;
-		{
-			std::set<std::uint64_t> written;
-			for (const auto& w : d.writes)
-				written.insert(w.sector);
-			while (written.count(clean_block) || written.count(clean_block + 8))
-				clean_block += 8;
-		}
-		{
-			auto cache = open_device(d.cache_path, {.writable = true});
-			auto backing = open_device(d.backing_path, {.writable = true});
-			// The same writes again on a fresh log, then the clean entry in a segment of its own.
-			LogWriter writer(*cache, {.backing = backing.get()});
-			for (const auto& w : d.writes)
-				writer.write(w.sector, w.data);
-			writer.flush();
-			std::vector<std::byte> block(d.base.begin() + std::ptrdiff_t(clean_block * 512),
-						     d.base.begin() + std::ptrdiff_t(clean_block * 512 + block_size));
-			writer.write_clean(clean_block, block);
-			writer.flush();
-		}
+		const std::uint64_t clean_block = relog_with_clean_copy(d);
 		const std::uint64_t dirty_block = d.writes[4].sector;
 		const std::uint64_t nowhere = clean_block + 8; // not in the cache at all
 		ASSERT_FALSE(std::any_of(d.writes.begin(), d.writes.end(), [&](const auto& w) { return w.sector == nowhere; }));
@@ -400,25 +407,9 @@ TEST(Recover, AnUntrustedCleanCopyRestoresNothing)
 	// As above, but after a write-around session (the trust record says
 	// none): the clean copy may be older than the backing device's data.
 	BatchedCache d(3, 10, 5);
-	std::uint64_t clean_block = 8;
-	{
-		std::set<std::uint64_t> written;
-		for (const auto& w : d.writes)
-			written.insert(w.sector);
-		while (written.count(clean_block) || written.count(clean_block + 8))
-			clean_block += 8;
-	}
+	const std::uint64_t clean_block = relog_with_clean_copy(d);
 	{
 		auto cache = open_device(d.cache_path, {.writable = true});
-		auto backing = open_device(d.backing_path, {.writable = true});
-		LogWriter writer(*cache, {.backing = backing.get()});
-		for (const auto& w : d.writes)
-			writer.write(w.sector, w.data);
-		writer.flush();
-		std::vector<std::byte> block(d.base.begin() + std::ptrdiff_t(clean_block * 512),
-					     d.base.begin() + std::ptrdiff_t(clean_block * 512 + block_size));
-		writer.write_clean(clean_block, block);
-		writer.flush();
 		AlignedBuffer trust(sector_size);
 		write_clean_trust(trust.span(), WB_TRUST_NONE);
 		cache->write_exact(WB_TRUST_SECTOR * sector_size, trust.span());
