@@ -9,7 +9,7 @@ set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=${VM_TIMEOUT_LARGE:-600}
-VM_MEM=3584
+VM_MEM=${WBKIT_LARGE_CACHE_MEM:-3584}	# the sanitizer kernel needs more (test-vm-debug.sh)
 CACHE_SIZE=${WBKIT_LARGE_CACHE:-300G}
 
 work=$(mktemp -d "$VM_WORK/wbkit-large.XXXXXX")
