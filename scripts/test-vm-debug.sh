@@ -51,41 +51,17 @@ for f in "$root"/kmod/*.[ch] "$root"/kmod/Kbuild "$root"/format/wbkit_format.h; 
 	fi
 done
 
-# A module is copied to where the VMs take it from only when its bytes
-# changed: a new mtime alone would rebuild the initramfs (~50 s).
-install_changed() {
-	cmp -s "$1" "$2" || install -m 0644 "$1" "$2"
-}
-
-# dm-wbkit: kmod/, format/ and VERSION side by side, as Kbuild expects them.
-wbkit=$out/wbkit
-rm -rf "$wbkit"
-mkdir -p "$wbkit/kmod" "$wbkit/format"
-cp "$root"/kmod/Kbuild "$root"/kmod/Makefile "$root"/kmod/*.[ch] "$wbkit/kmod/"
-cp "$root"/format/*.h "$wbkit/format/"
-cp "$root/VERSION" "$wbkit/VERSION"
-log "building dm-wbkit.ko against $KDIR"
-nice -n 15 make -s -C "$wbkit/kmod" KDIR="$KDIR" >&2
-export VM_WBKIT_KO=$out/dm-wbkit.ko
-install_changed "$wbkit/kmod/dm-wbkit.ko" "$VM_WBKIT_KO"
-
-# Upstream dm-writeboost, from the dm-writeboost-dkms sources.
-upstream_src=$(printf '%s\n' /usr/src/dm-writeboost-*/ | sort -V | tail -n 1)
-upstream_src=${upstream_src%/}
-[ -d "$upstream_src" ] || upstream_src=
-upstream=$out/upstream
-rm -rf "$upstream"
-VM_UPSTREAM_KO=$out/dm-writeboost.ko
-if [ -n "$upstream_src" ]; then
-	mkdir -p "$upstream"
-	cp "$upstream_src"/*.[ch] "$upstream_src/Makefile" "$upstream/"
-	log "building $(basename "$upstream_src") against $KDIR"
-	nice -n 15 make -s -C "$KDIR" M="$upstream" modules >&2
-	install_changed "$upstream/dm-writeboost.ko" "$VM_UPSTREAM_KO"
-else
-	rm -f "$VM_UPSTREAM_KO"
-	log "no /usr/src/dm-writeboost-*: the scenarios that need upstream skip (apt-get install dm-writeboost-dkms)"
+# shellcheck source=scripts/vm-kernel-modules.inc
+. "$root/scripts/vm-kernel-modules.inc"
+vm_build_modules "$root" "$KDIR" "$VM_KVER" "$out"
+# Upstream builds on this kernel (6.1): a failure is an error here, and
+# without its sources the scenarios that need it skip whole, as on the
+# default kernel (VM_UPSTREAM_WHY stays unexported).
+if [ "$VM_UPSTREAM_BUILD_FAILED" = 1 ]; then
+	cat "$out/upstream-build.log" >&2
+	exit 1
 fi
+[ -z "$VM_UPSTREAM_WHY" ] || log "$VM_UPSTREAM_WHY: the scenarios that need upstream skip"
 
 export VM_KERNEL VM_KVER VM_MODROOT VM_UPSTREAM_KO
 # Own initramfs and logs: the Debian kernel's stay usable next to these.

@@ -37,52 +37,10 @@ tag=$(echo "$kver" | sed -E 's/^([0-9]+)\.([0-9]+).*/k\1\2/')
 out=$build/$tag
 mkdir -p "$out"
 
-# A module is copied to where the VMs take it from only when its bytes
-# changed: a new mtime alone would rebuild the initramfs.
-install_changed() {
-	cmp -s "$1" "$2" || install -m 0644 "$1" "$2"
-}
-
-# dm-wbkit: kmod/, format/ and VERSION side by side, as Kbuild expects them.
-wbkit=$out/wbkit
-rm -rf "$wbkit"
-mkdir -p "$wbkit/kmod" "$wbkit/format"
-cp "$root"/kmod/Kbuild "$root"/kmod/Makefile "$root"/kmod/*.[ch] "$wbkit/kmod/"
-cp "$root"/format/*.h "$wbkit/format/"
-cp "$root/VERSION" "$wbkit/VERSION"
-log "building dm-wbkit.ko against $kdir"
-nice -n 15 make -s -C "$wbkit/kmod" KDIR="$kdir" >&2
-export VM_WBKIT_KO=$out/dm-wbkit.ko
-install_changed "$wbkit/kmod/dm-wbkit.ko" "$VM_WBKIT_KO"
-
-# Upstream dm-writeboost, from the dm-writeboost-dkms sources, if it builds.
-upstream_src=$(printf '%s\n' /usr/src/dm-writeboost-*/ | sort -V | tail -n 1)
-upstream_src=${upstream_src%/}
-[ -d "$upstream_src" ] || upstream_src=
-upstream=$out/upstream
-rm -rf "$upstream"
-export VM_UPSTREAM_KO=$out/dm-writeboost.ko
-VM_UPSTREAM_WHY=
-if [ -z "$upstream_src" ]; then
-	VM_UPSTREAM_WHY="no /usr/src/dm-writeboost-* (apt-get install dm-writeboost-dkms)"
-else
-	mkdir -p "$upstream"
-	cp "$upstream_src"/*.[ch] "$upstream_src/Makefile" "$upstream/"
-	log "building $(basename "$upstream_src") against $kdir"
-	if nice -n 15 make -s -C "$kdir" M="$upstream" modules >"$out/upstream-build.log" 2>&1; then
-		install_changed "$upstream/dm-writeboost.ko" "$VM_UPSTREAM_KO"
-	else
-		# The first two errors, without gcc's option names: the reason
-		# every skipped part prints.
-		errors=$(grep -o "error: .*" "$out/upstream-build.log" | sed 's/ \[-W[^]]*\]$//' | head -n 2 |
-			sed ':a; N; s/\n/; /; ba')
-		VM_UPSTREAM_WHY="upstream $(basename "$upstream_src") does not build on $kver (${errors:-see $out/upstream-build.log})"
-	fi
-fi
-if [ -n "$VM_UPSTREAM_WHY" ]; then
-	rm -f "$VM_UPSTREAM_KO"
-	log "$VM_UPSTREAM_WHY: the upstream parts of the scenarios skip"
-fi
+# shellcheck source=scripts/vm-kernel-modules.inc
+. "$root/scripts/vm-kernel-modules.inc"
+vm_build_modules "$root" "$kdir" "$kver" "$out"
+[ -z "$VM_UPSTREAM_WHY" ] || log "$VM_UPSTREAM_WHY: the upstream parts of the scenarios skip"
 export VM_UPSTREAM_WHY
 
 export VM_KVER=$kver VM_KERNEL=/boot/vmlinuz-$kver VM_MODROOT=
