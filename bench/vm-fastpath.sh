@@ -59,15 +59,7 @@ trap 'rm -rf "$work"' EXIT
 extras=
 case " $rows " in
 *" dbench "*)
-	command -v dbench >/dev/null || { echo "skipped: dbench not installed (scripts/install-deps.sh)"; exit 0; }
-	mkdir -p "$work/extras"
-	files=("$(command -v dbench)" /usr/share/dbench/client.txt /usr/sbin/mke2fs)
-	for prog in "$(command -v dbench)" /usr/sbin/mke2fs; do
-		mapfile -t -O "${#files[@]}" files < <(ldd "$prog" | awk '$(NF-1) ~ /^\// { print $(NF-1) }')
-	done
-	mapfile -t -O "${#files[@]}" files < <(modprobe -S "$VM_KVER" -D ext4 | awk '$1 == "insmod" { print $2 }')
-	tar -chf "$work/extras.tar" "${files[@]}" 2>/dev/null
-	truncate -s %1M "$work/extras.tar"
+	vm_bench_dbench_tar "$work/extras.tar"
 	extras=$work/extras.tar
 	;;
 esac

@@ -69,14 +69,7 @@ trap 'hdd_stop; rm -rf "$work"' EXIT
 
 # dbench, mke2fs and ext4 come on a tar disk that the guest unpacks over its
 # root (as in vm-fastpath.sh); the untar row's tree on a disk of its own.
-command -v dbench >/dev/null || { echo "skipped: dbench not installed (scripts/install-deps.sh)"; exit 0; }
-files=("$(command -v dbench)" /usr/share/dbench/client.txt /usr/sbin/mke2fs)
-for prog in "$(command -v dbench)" /usr/sbin/mke2fs; do
-	mapfile -t -O "${#files[@]}" files < <(ldd "$prog" | awk '$(NF-1) ~ /^\// { print $(NF-1) }')
-done
-mapfile -t -O "${#files[@]}" files < <(modprobe -S "$VM_KVER" -D ext4 | awk '$1 == "insmod" { print $2 }')
-tar -chf "$work/extras.tar" "${files[@]}" 2>/dev/null
-truncate -s %1M "$work/extras.tar"
+vm_bench_dbench_tar "$work/extras.tar"
 
 # The tree, made once per machine and kept in $VM_WORK.
 src=/usr/src/linux-source-6.1.tar.xz
