@@ -84,10 +84,10 @@ std::uint64_t parse_superblock_record(std::span<const std::byte> record_sector)
 	return load_le<std::uint64_t>(record_sector, 0);
 }
 
-std::uint64_t parse_clean_trust(std::span<const std::byte> trust_sector)
+std::optional<std::uint64_t> parse_clean_trust(std::span<const std::byte> trust_sector)
 {
 	if (load_le<std::uint32_t>(trust_sector, WB_TRUST_MAGIC_OFFSET) != WB_TRUST_MAGIC)
-		return WB_TRUST_NONE;
+		return std::nullopt;
 	return load_le<std::uint64_t>(trust_sector, WB_TRUST_FROM_OFFSET);
 }
 

@@ -1,7 +1,6 @@
 // The scanner: the superblock, every slot (by a few threads, in batches),
 // the kernel's replay walk and the validator's checks, into a LogScan.
 #include "wbkit/log_scan.hpp"
-#include "wbkit/endian.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -92,8 +91,9 @@ private:
 		// Unreadable, it trusts nothing: the safe reading, and the sectors
 		// are reported by the scan of the superblock region's neighbours.
 		if (cache_.read_at(WB_TRUST_SECTOR * sector_size, sector) == 0) {
-			scan_.trust_record = load_le<std::uint32_t>(sector, WB_TRUST_MAGIC_OFFSET) == WB_TRUST_MAGIC;
-			scan_.trusted_from_id = parse_clean_trust(sector);
+			const std::optional<std::uint64_t> trust = parse_clean_trust(sector);
+			scan_.trust_record = trust.has_value();
+			scan_.trusted_from_id = trust.value_or(WB_TRUST_NONE);
 		}
 	}
 

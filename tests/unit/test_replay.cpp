@@ -601,9 +601,9 @@ TEST(ReplayMarkClean, WithoutAStopOnlyTheRecordAndTheTrustRecordAreWritten)
 TEST(CleanTrust, RecordAndRule)
 {
 	std::vector<std::byte> sector(sector_size);
-	EXPECT_EQ(parse_clean_trust(sector), WB_TRUST_NONE) << "no magic: nothing is trusted";
+	EXPECT_EQ(parse_clean_trust(sector), std::nullopt) << "no magic: no record";
 	write_clean_trust(sector, 17);
-	EXPECT_EQ(parse_clean_trust(sector), 17u);
+	EXPECT_EQ(parse_clean_trust(sector), std::optional<std::uint64_t>{17});
 	EXPECT_EQ(std::to_integer<unsigned>(sector[0]), 0x57u); // "WBTr"
 	EXPECT_EQ(std::to_integer<unsigned>(sector[3]), 0x72u);
 	EXPECT_FALSE(wb_clean_copy_trusted(16, 17));
@@ -611,7 +611,7 @@ TEST(CleanTrust, RecordAndRule)
 	EXPECT_TRUE(wb_clean_copy_trusted(~0ULL - 1, 1));
 	EXPECT_FALSE(wb_clean_copy_trusted(~0ULL - 1, WB_TRUST_NONE));
 	write_clean_trust(sector, WB_TRUST_NONE);
-	EXPECT_EQ(parse_clean_trust(sector), WB_TRUST_NONE);
+	EXPECT_EQ(parse_clean_trust(sector), std::optional<std::uint64_t>{WB_TRUST_NONE});
 }
 
 TEST(ReplaySafety, Refusals)

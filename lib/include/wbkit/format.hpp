@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "wbkit_format.h"
@@ -79,8 +80,8 @@ struct SuperblockHeader {
 SuperblockHeader parse_superblock_header(std::span<const std::byte> sector0);
 std::uint64_t parse_superblock_record(std::span<const std::byte> record_sector);
 // The clean-copy trust record (sector 8, struct wb_clean_trust_device):
-// trusted_from_id, or WB_TRUST_NONE without its magic.
-std::uint64_t parse_clean_trust(std::span<const std::byte> trust_sector);
+// trusted_from_id (WB_TRUST_NONE: none), or nothing without its magic.
+std::optional<std::uint64_t> parse_clean_trust(std::span<const std::byte> trust_sector);
 
 // CRC-32C over [512, 4096 * (length + 1)) of a segment whose first
 // `(length + 1) * 4 KiB` are in `segment` (length must be <= 127).
