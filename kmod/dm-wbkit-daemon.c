@@ -97,6 +97,104 @@ static int wb_entry_cmp(const void *a, const void *b)
 	return (int)x->idx - (int)y->idx;
 }
 
+/*
+ * How close (in sectors, either side) a block of the window must lie to a
+ * block of the batch to be written ahead: 1 MiB, about a track of a
+ * hard disk, so the head that goes there for the batch's block finds it on
+ * the way (one revolution at most) instead of a seek and half a revolution
+ * of its own later.
+ */
+#define WB_AHEAD_SECTORS	BIT(11)
+#define WB_BLOCKS_PER_BUF	(WB_SEGMENT_SIZE / WB_BLOCK_SIZE)
+
+/* Whether a batch entry (sorted by sector, nr of them) lies near sector. */
+static bool wb_near_batch(const struct wb_writeback_entry *e, unsigned int nr,
+			  sector_t sector)
+{
+	unsigned int lo = 0, hi = nr;
+
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+
+		if (e[mid].sector < sector)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < nr && e[lo].sector - sector <= WB_AHEAD_SECTORS) ||
+	       (lo > 0 && sector - e[lo - 1].sector <= WB_AHEAD_SECTORS);
+}
+
+/*
+ * Writing ahead. While writers wait for slots the batch is one segment
+ * (wb_batch_size), whose blocks lie all over the backing device: the disk
+ * pays a seek and a rotation for each. The segments behind it, up to
+ * nr_max_batched_writeback in all, hold blocks on the same tracks; those
+ * within WB_AHEAD_SECTORS of a batch block go with the batch, sorted into
+ * it, and are marked clean after the same backing flush. Their segments are
+ * released later, in log order, and cost less then: the slots still come
+ * free one at a time, but each batch leaves the ones behind it emptier.
+ *
+ * Only durable segments (last_durable_id) are written ahead: after a power
+ * cut replay finds each of them whole, and replays it over the backing
+ * device (a newer copy of the same block from a later segment wins again).
+ * Every dirty copy of a chosen block in the window goes into the list, so
+ * that only the newest is written (wb_entry_cmp) and none is written back
+ * later over it. At most the batch buffers the batch leaves unused are taken
+ * for their data. Appends to wb->writeback_entries after the batch's nr
+ * (sorted) entries and returns how many it added. Called without wb->lock.
+ */
+static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
+				     unsigned int n, unsigned int nr)
+{
+	struct wb_writeback_entry *entries = wb->writeback_entries;
+	unsigned int window = min_t(unsigned int, WB_MAX_BATCH,
+		READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
+	unsigned int cap = (WB_MAX_BATCH - n) * WB_BLOCKS_PER_SEGMENT;
+	unsigned int nr_ahead = 0, b, j;
+	u64 last;
+
+	if (!nr || n >= window)
+		return 0;
+	last = min_t(u64, lw + window, READ_ONCE(wb->last_durable_id));
+	for (b = n; lw + 1 + b <= last && nr_ahead < cap; b++) {
+		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + b);
+
+		spin_lock(&wb->lock);
+		if (seg->id != lw + 1 + b) {
+			spin_unlock(&wb->lock);
+			break;
+		}
+		for (j = 0; j < seg->length && nr_ahead < cap; j++) {
+			struct wb_metablock *mb = &seg->mb[j];
+
+			if (!mb->dirty || mb->obsolete ||
+			    !wb_near_batch(entries, nr, mb->sector))
+				continue;
+			entries[nr + nr_ahead] = (struct wb_writeback_entry) {
+				.sector = mb->sector,
+				.batch_idx = b,
+				.ahead_idx = nr_ahead,
+				.idx = j,
+				.data_bits = mb->data_bits,
+			};
+			nr_ahead++;
+		}
+		spin_unlock(&wb->lock);
+	}
+	return nr_ahead;
+}
+
+/* The data of a batch entry: in its segment's buffer, or read ahead. */
+static void *wb_entry_data(struct wb_device *wb,
+			   const struct wb_writeback_entry *e, unsigned int n)
+{
+	if (e->batch_idx < n)
+		return wb->batch_data[e->batch_idx] + e->idx * WB_BLOCK_SIZE;
+	return wb->ahead_bufs[e->ahead_idx / WB_BLOCKS_PER_BUF] +
+	       (e->ahead_idx % WB_BLOCKS_PER_BUF) * WB_BLOCK_SIZE;
+}
+
 /* Submits the dirty sectors of one block as runs of contiguous sectors. */
 static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
 			   struct wb_writeback_entry *e, void *data)
@@ -117,7 +215,8 @@ static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
  * does not reclaim a kept one of this very batch.
  */
 static void wb_get_batch_bufs(struct wb_device *wb, struct wb_segment **segs,
-			      const bool *has_dirty, unsigned int n)
+			      const bool *has_dirty, unsigned int n,
+			      unsigned int nr_ahead)
 {
 	unsigned int b;
 
@@ -136,6 +235,8 @@ static void wb_get_batch_bufs(struct wb_device *wb, struct wb_segment **segs,
 		wb->batch_taken[b] = wb_take_buf(wb);
 		wb->batch_data[b] = wb->batch_taken[b];
 	}
+	while (wb->nr_ahead_bufs * WB_BLOCKS_PER_BUF < nr_ahead)
+		wb->ahead_bufs[wb->nr_ahead_bufs++] = wb_take_buf(wb);
 	spin_unlock(&wb->lock);
 }
 
@@ -157,6 +258,9 @@ static void wb_put_batch_bufs(struct wb_device *wb, struct wb_segment **segs,
 		wb->batch_kept[b] = false;
 		wb->batch_taken[b] = NULL;
 	}
+	while (wb->nr_ahead_bufs)
+		wb->free_rambuf[wb->nr_free_rambuf++] =
+			wb->ahead_bufs[--wb->nr_ahead_bufs];
 }
 
 static void wb_put_batch_bufs_locked(struct wb_device *wb,
@@ -180,7 +284,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	struct wb_segment *segs[WB_MAX_BATCH];
 	u8 lens[WB_MAX_BATCH];
 	bool has_dirty[WB_MAX_BATCH];
-	unsigned int nr = 0, b, n, i, j;
+	unsigned int nr = 0, nr_ahead, b, n, i, j;
 	struct wb_aio aio;
 	struct blk_plug plug;
 	u64 lw;
@@ -229,18 +333,31 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	if (!nr)
 		goto written;
 
+	sort(wb->writeback_entries, nr, sizeof(*wb->writeback_entries), wb_entry_cmp, NULL);
+	nr_ahead = wb_collect_ahead(wb, lw, n, nr);
+
 	/*
 	 * The segments cannot change: they are flushed and not written back.
 	 * Their reads go out together.
 	 */
-	wb_get_batch_bufs(wb, segs, has_dirty, n);
+	wb_get_batch_bufs(wb, segs, has_dirty, n, nr_ahead);
 	do {
 		wb_aio_init(&aio);
+		blk_start_plug(&plug);
 		for (b = 0; b < n; b++)
 			if (wb->batch_taken[b])
 				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
 					      wb_data_block_sector(segs[b]->slot, 0),
 					      wb->batch_taken[b], lens[b] * WB_BLOCK_SIZE);
+		for (i = nr; i < nr + nr_ahead; i++) {
+			struct wb_writeback_entry *e = &wb->writeback_entries[i];
+			u32 slot = wb_id_to_slot(wb, lw + 1 + e->batch_idx);
+
+			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
+				      wb_data_block_sector(slot, e->idx),
+				      wb_entry_data(wb, e, n), WB_BLOCK_SIZE);
+		}
+		blk_finish_plug(&plug);
 		err = wb_aio_wait(&aio);
 	} while (wb_retry_after_nomem(err));
 	if (err) {
@@ -252,8 +369,13 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		if (wb->batch_taken[b])
 			invalidate_kernel_vmap_range(wb->batch_taken[b],
 						     lens[b] * WB_BLOCK_SIZE);
+	for (b = 0; b < wb->nr_ahead_bufs; b++)
+		invalidate_kernel_vmap_range(wb->ahead_bufs[b], WB_SEGMENT_SIZE);
 
-	sort(wb->writeback_entries, nr, sizeof(*wb->writeback_entries), wb_entry_cmp, NULL);
+	nr += nr_ahead;
+	if (nr_ahead)
+		sort(wb->writeback_entries, nr, sizeof(*wb->writeback_entries),
+		     wb_entry_cmp, NULL);
 	wb_aio_init(&aio);
 	/*
 	 * Plugged, the sorted writes reach the backing queue together and
@@ -271,8 +393,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		 */
 		if (i + 1 < nr && wb->writeback_entries[i + 1].sector == e->sector)
 			continue;
-		wb_submit_runs(wb, &aio, e,
-			       wb->batch_data[e->batch_idx] + e->idx * WB_BLOCK_SIZE);
+		wb_submit_runs(wb, &aio, e, wb_entry_data(wb, e, n));
 	}
 	blk_finish_plug(&plug);
 	err = wb_aio_wait(&aio);
@@ -311,6 +432,12 @@ written:
 	for (b = 0; b < n; b++)
 		for (j = 0; j < lens[b]; j++)
 			wb_mark_clean(wb, &segs[b]->mb[j]);
+	for (i = 0; i < nr; i++) {
+		struct wb_writeback_entry *e = &wb->writeback_entries[i];
+
+		if (e->batch_idx >= n)
+			wb_mark_clean(wb, &wb_seg_of_id(wb, lw + 1 + e->batch_idx)->mb[e->idx]);
+	}
 	WRITE_ONCE(wb->last_writeback_id, lw + n);
 	spin_unlock(&wb->lock);
 	wake_up_all(&wb->wait);

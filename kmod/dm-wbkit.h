@@ -182,7 +182,13 @@ struct wb_cause {
 /* One dirty block scheduled for writeback. */
 struct wb_writeback_entry {
 	sector_t sector;
-	u32 batch_idx;		/* which segment of the batch */
+	/*
+	 * Its segment: id last_writeback_id + 1 + batch_idx. Below the batch
+	 * size a segment of the batch, else one of the window behind it
+	 * (a block written ahead, see wb_collect_ahead).
+	 */
+	u32 batch_idx;
+	u16 ahead_idx;		/* written ahead: its block in wb->ahead_bufs */
 	u8 idx;			/* block within the segment */
 	u8 data_bits;
 };
@@ -332,6 +338,9 @@ struct wb_device {
 	void *batch_data[WB_MAX_BATCH];	/* its data blocks */
 	void *batch_taken[WB_MAX_BATCH];	/* a pool buffer the batch read into */
 	bool batch_kept[WB_MAX_BATCH];	/* borrowed: seg->buf, off wb->retained */
+	/* Pool buffers that blocks written ahead are read into, in order. */
+	void *ahead_bufs[WB_MAX_BATCH];
+	unsigned int nr_ahead_bufs;
 	struct wb_writeback_entry *writeback_entries;
 	atomic_t drop_caches;
 	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
