@@ -270,10 +270,18 @@ void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb)
  * is durable leaves an unformatted cache that is formatted again; a cache
  * with a valid magic never holds stale headers of an older format.
  */
+/* The trust record's 4 KiB block (zeroed) for trusted_from_id. */
+static void wb_fill_trust(void *blk, u64 trusted_from_id)
+{
+	struct wb_clean_trust_device *rec = blk;
+
+	rec->magic = cpu_to_le32(WB_TRUST_MAGIC);
+	rec->trusted_from_id = cpu_to_le64(trusted_from_id);
+}
+
 static int wb_format(struct wb_device *wb, char **error)
 {
 	struct wb_superblock_header_device *sb;
-	struct wb_clean_trust_device *trust;
 	void *zero = (void *)get_zeroed_page(GFP_KERNEL);
 	void *trust_blk = (void *)get_zeroed_page(GFP_KERNEL);
 	struct wb_aio aio;
@@ -292,9 +300,7 @@ static int wb_format(struct wb_device *wb, char **error)
 	 * Written with the zeroing, not after it: an unflushed write of the
 	 * same block may still land after a later one.
 	 */
-	trust = trust_blk;
-	trust->magic = cpu_to_le32(WB_TRUST_MAGIC);
-	trust->trusted_from_id = cpu_to_le64(1);
+	wb_fill_trust(trust_blk, 1);
 	DMINFO("formatting the cache device (%llu segments)",
 	       (unsigned long long)wb->nr_segments);
 
@@ -560,15 +566,12 @@ void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id)
  */
 int wb_write_trust(struct wb_device *wb, u64 trusted_from_id)
 {
-	struct wb_clean_trust_device *rec;
 	void *blk = (void *)get_zeroed_page(GFP_KERNEL);
 	int err;
 
 	if (!blk)
 		return -ENOMEM;
-	rec = blk;
-	rec->magic = cpu_to_le32(WB_TRUST_MAGIC);
-	rec->trusted_from_id = cpu_to_le64(trusted_from_id);
+	wb_fill_trust(blk, trusted_from_id);
 	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
 			 WB_TRUST_SECTOR, blk, WB_BLOCK_SIZE);
 	free_page((unsigned long)blk);
