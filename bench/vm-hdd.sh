@@ -204,7 +204,8 @@ steady_row() {
 	end_target "$t" steady
 	$DMSETUP remove small || wb_fail "remove small failed"
 }
-# fs_dev <raw|wbkit|upstream>: mounts a fresh ext4 on /mnt over the disk.
+# fs_mount <raw|ssd|wbkit|upstream>: mounts a fresh ext4 on /mnt over the
+# hard disk, the cache disk alone, or a target.
 fs_mount() {
 	t=$1 dev=/dev/mapper/wb
 	case $t in
@@ -300,6 +301,12 @@ report=$work/report.md
 		return m ? sprintf("%.2f", middle(v, m)) : "-"
 	}
 	function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%.2f", a / b) : "-" }
+	# A steady-state latency row (key: steadyp99 or steadymax, in us).
+	function latency_row(what, key) {
+		printf "| steady state: write latency, %s | ms | %.1f | %.1f | | | %s | %s | |\n", what,
+			median("wbkit." key) / 1000, median("upstream." key) / 1000,
+			ratio(median("upstream." key), median("wbkit." key)), pair("upstream." key, "wbkit." key)
+	}
 	/^model\./ { split($0, kv, "="); model[substr(kv[1], 7)] = kv[2]; next }
 	/^r[0-9]+\.[a-z]+\.[a-z0-9]+=/ {
 		split($0, kv, "="); split(kv[1], k, ".")
@@ -341,12 +348,8 @@ report=$work/report.md
 					median("wbkit.steady"), median("upstream.steady"), median("raw.steady"),
 					ratio(median("wbkit.steady"), median("upstream.steady")), pair("wbkit.steady", "upstream.steady")
 				lines["steady"] = "steady state ours/upstream: " pair("wbkit.steady", "upstream.steady")
-				printf "| steady state: write latency, 99th percentile | ms | %.1f | %.1f | | | %s | %s | |\n",
-					median("wbkit.steadyp99") / 1000, median("upstream.steadyp99") / 1000,
-					ratio(median("upstream.steadyp99"), median("wbkit.steadyp99")), pair("upstream.steadyp99", "wbkit.steadyp99")
-				printf "| steady state: write latency, maximum | ms | %.1f | %.1f | | | %s | %s | |\n",
-					median("wbkit.steadymax") / 1000, median("upstream.steadymax") / 1000,
-					ratio(median("upstream.steadymax"), median("wbkit.steadymax")), pair("upstream.steadymax", "wbkit.steadymax")
+				latency_row("99th percentile", "steadyp99")
+				latency_row("maximum", "steadymax")
 			} else if (name == "dbench") {
 				printf "| dbench -s 4 clients | MB/s | %.1f | %.1f | %.1f | %.1f | %s | %s | %s |\n",
 					median("wbkit.dbench"), median("upstream.dbench"), median("raw.dbench"), median("ssd.dbench"),
