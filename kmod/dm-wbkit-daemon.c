@@ -106,6 +106,10 @@ static int wb_entry_cmp(const void *a, const void *b)
  */
 #define WB_AHEAD_SECTORS	BIT(11)
 #define WB_BLOCKS_PER_BUF	(WB_SEGMENT_SIZE / WB_BLOCK_SIZE)
+static_assert(WB_BLOCKS_PER_SEGMENT <= WB_BLOCKS_PER_BUF,
+	      "a segment's blocks written ahead must fit one batch buffer");
+static_assert(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT <= U16_MAX + 1,
+	      "wb_writeback_entry.ahead_idx must index every block written ahead");
 
 /* Whether a batch entry (sorted by sector, nr of them) lies near sector. */
 static bool wb_near_batch(const struct wb_writeback_entry *e, unsigned int nr,
@@ -140,9 +144,11 @@ static bool wb_near_batch(const struct wb_writeback_entry *e, unsigned int nr,
  * device (a newer copy of the same block from a later segment wins again).
  * Every dirty copy of a chosen block in the window goes into the list, so
  * that only the newest is written (wb_entry_cmp) and none is written back
- * later over it. At most the batch buffers the batch leaves unused are taken
- * for their data. Appends to wb->writeback_entries after the batch's nr
- * (sorted) entries and returns how many it added. Called without wb->lock.
+ * later over it. The window holds at most WB_MAX_BATCH - n segments of
+ * WB_BLOCKS_PER_SEGMENT blocks, so their data fits the batch buffers the
+ * batch leaves unused (WB_BLOCKS_PER_BUF each). Appends to
+ * wb->writeback_entries after the batch's nr (sorted) entries and returns
+ * how many it added. Called without wb->lock.
  */
 static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 				     unsigned int n, unsigned int nr)
@@ -150,14 +156,13 @@ static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 	struct wb_writeback_entry *entries = wb->writeback_entries;
 	unsigned int window = min_t(unsigned int, WB_MAX_BATCH,
 		READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
-	unsigned int cap = (WB_MAX_BATCH - n) * WB_BLOCKS_PER_SEGMENT;
 	unsigned int nr_ahead = 0, b, j;
 	u64 last;
 
 	if (!nr || n >= window)
 		return 0;
 	last = min_t(u64, lw + window, READ_ONCE(wb->last_durable_id));
-	for (b = n; lw + 1 + b <= last && nr_ahead < cap; b++) {
+	for (b = n; lw + 1 + b <= last; b++) {
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + b);
 
 		spin_lock(&wb->lock);
@@ -165,7 +170,7 @@ static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 			spin_unlock(&wb->lock);
 			break;
 		}
-		for (j = 0; j < seg->length && nr_ahead < cap; j++) {
+		for (j = 0; j < seg->length; j++) {
 			struct wb_metablock *mb = &seg->mb[j];
 
 			if (!mb->dirty || mb->obsolete ||
@@ -183,6 +188,13 @@ static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 		spin_unlock(&wb->lock);
 	}
 	return nr_ahead;
+}
+
+/* The metablock of a batch entry; lw is the batch's last_writeback_id. */
+static struct wb_metablock *wb_entry_mb(struct wb_device *wb, u64 lw,
+					const struct wb_writeback_entry *e)
+{
+	return &wb_seg_of_id(wb, lw + 1 + e->batch_idx)->mb[e->idx];
 }
 
 /* The data of a batch entry: in its segment's buffer, or read ahead. */
@@ -351,10 +363,9 @@ static void __wb_writeback_batch(struct wb_device *wb)
 					      wb->batch_taken[b], lens[b] * WB_BLOCK_SIZE);
 		for (i = nr; i < nr + nr_ahead; i++) {
 			struct wb_writeback_entry *e = &wb->writeback_entries[i];
-			u32 slot = wb_id_to_slot(wb, lw + 1 + e->batch_idx);
 
 			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
-				      wb_data_block_sector(slot, e->idx),
+				      wb_mb_cache_sector(wb, wb_entry_mb(wb, lw, e)),
 				      wb_entry_data(wb, e, n), WB_BLOCK_SIZE);
 		}
 		blk_finish_plug(&plug);
@@ -436,7 +447,7 @@ written:
 		struct wb_writeback_entry *e = &wb->writeback_entries[i];
 
 		if (e->batch_idx >= n)
-			wb_mark_clean(wb, &wb_seg_of_id(wb, lw + 1 + e->batch_idx)->mb[e->idx]);
+			wb_mark_clean(wb, wb_entry_mb(wb, lw, e));
 	}
 	WRITE_ONCE(wb->last_writeback_id, lw + n);
 	spin_unlock(&wb->lock);

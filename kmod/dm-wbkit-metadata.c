@@ -264,12 +264,6 @@ void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb)
 /* ---------------------------------------------------------------------- */
 /* Format */
 
-/*
- * docs/FORMAT.md's order: zero the superblock region, zero the first 4 KiB of
- * every slot, flush, then write the magic with FUA. A crash before the magic
- * is durable leaves an unformatted cache that is formatted again; a cache
- * with a valid magic never holds stale headers of an older format.
- */
 /* The trust record's 4 KiB block (zeroed) for trusted_from_id. */
 static void wb_fill_trust(void *blk, u64 trusted_from_id)
 {
@@ -279,6 +273,12 @@ static void wb_fill_trust(void *blk, u64 trusted_from_id)
 	rec->trusted_from_id = cpu_to_le64(trusted_from_id);
 }
 
+/*
+ * docs/FORMAT.md's order: zero the superblock region, zero the first 4 KiB of
+ * every slot, flush, then write the magic with FUA. A crash before the magic
+ * is durable leaves an unformatted cache that is formatted again; a cache
+ * with a valid magic never holds stale headers of an older format.
+ */
 static int wb_format(struct wb_device *wb, char **error)
 {
 	struct wb_superblock_header_device *sb;
