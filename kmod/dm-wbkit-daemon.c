@@ -17,9 +17,23 @@
 /* Writeback */
 
 /*
+ * Whether someone waits for writeback: drop_caches, or the ring needing the
+ * slot of the next segment to open (it still holds a segment not written
+ * back), which writers wait for.
+ */
+static bool wb_writeback_urgent(struct wb_device *wb)
+{
+	u64 lw = READ_ONCE(wb->last_writeback_id);
+	u64 next = READ_ONCE(wb->last_sealed_id) + 1;
+
+	return atomic_read(&wb->drop_caches) ||
+	       (!READ_ONCE(wb->cur) &&
+		wb_previous_lap_id(next, wb->nr_segments) > lw);
+}
+
+/*
  * Whether the daemon has work: flushed segments not yet written back, and
- * a reason to write them now: drop_caches, the ring needing the slot of the
- * next segment to open (it still holds a segment not written back), or, as
+ * a reason to write them now: an urgent one (wb_writeback_urgent) or, as
  * in dm-writeboost, a backing device busy less than writeback_threshold
  * percent of the last second (wb_update_writeback_allowed; 0 = never in
  * the background).
@@ -28,17 +42,12 @@ bool wb_should_writeback(struct wb_device *wb)
 {
 	u64 lf = READ_ONCE(wb->last_flushed_id);
 	u64 lw = READ_ONCE(wb->last_writeback_id);
-	u64 next = READ_ONCE(wb->last_sealed_id) + 1;
 	unsigned int thr = READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]);
 
 	if (wb_dead(wb) || lw >= lf)
 		return false;
-	if (atomic_read(&wb->drop_caches))
-		return true;
-	if (!READ_ONCE(wb->cur) &&
-	    wb_previous_lap_id(next, wb->nr_segments) > lw)
-		return true;
-	return thr && READ_ONCE(wb->writeback_allowed);
+	return wb_writeback_urgent(wb) ||
+	       (thr && READ_ONCE(wb->writeback_allowed));
 }
 
 /*
@@ -209,12 +218,13 @@ static void *wb_entry_data(struct wb_device *wb,
 
 /* Submits the dirty sectors of one block as runs of contiguous sectors. */
 static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
-			   struct wb_writeback_entry *e, void *data)
+			   blk_opf_t opf, struct wb_writeback_entry *e,
+			   void *data)
 {
 	unsigned int i, j;
 
 	for (i = 0; wb_next_run(e->data_bits, &i, &j); i = j)
-		wb_aio_submit(wb, aio, WB_DEV_BACKING, REQ_OP_WRITE,
+		wb_aio_submit(wb, aio, WB_DEV_BACKING, opf,
 			      e->sector + i, data + (i << WB_SECTOR_SHIFT),
 			      (j - i) << WB_SECTOR_SHIFT);
 }
@@ -299,8 +309,21 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	unsigned int nr = 0, nr_ahead, b, n, i, j;
 	struct wb_aio aio;
 	struct blk_plug plug;
+	blk_opf_t write_opf = REQ_OP_WRITE;
 	u64 lw;
 	int err;
+
+	/*
+	 * When someone waits for it, the batch's writes go out as O_DIRECT
+	 * writes do, past the backing queue's writeback throttling (blk-wbt
+	 * caps plain writes at a depth it scales by their latency): the disk
+	 * gets all of them to reorder, and its queue stays full while the
+	 * next ones are on their way. Background writeback (the threshold)
+	 * stays throttled like buffered writeback, so foreground reads of the
+	 * backing device keep their latency.
+	 */
+	if (wb_writeback_urgent(wb))
+		write_opf |= REQ_SYNC | REQ_IDLE;
 
 	spin_lock(&wb->lock);
 	lw = wb->last_writeback_id;
@@ -404,7 +427,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		 */
 		if (i + 1 < nr && wb->writeback_entries[i + 1].sector == e->sector)
 			continue;
-		wb_submit_runs(wb, &aio, e, wb_entry_data(wb, e, n));
+		wb_submit_runs(wb, &aio, write_opf, e, wb_entry_data(wb, e, n));
 	}
 	blk_finish_plug(&plug);
 	err = wb_aio_wait(&aio);

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Issue 28: writeback that keeps the disk's queue full when someone waits.
+#
+# The backing queue's writeback throttling (blk-wbt, on by default for a
+# blk-mq disk) caps plain writes at a depth it scales by their latency:
+# from 8 up to 3/4 of the queue's depth (96 for these virtio disks), and
+# down when latencies grow. O_DIRECT writes (REQ_SYNC | REQ_IDLE) pass it.
+# On both backing disks (qemu throttles them to 200 writes a second, so
+# writes queue up where the guest can see them) the same 1,500 random
+# 4 KiB writes (wbstamp) go in with writeback off, then are written back by
+# drop_caches while the writes in flight on the backing disk
+# (/sys/block/<disk>/inflight) are sampled.
+#
+# 1. Upstream's dm-writeboost first: its writeback stays under the
+#    throttling (its largest sample is the throttled depth here).
+# 2. dm-wbkit's drop_caches (and a ring that needs a slot) is waited for:
+#    its writes pass the throttling, more than twice upstream's depth.
+# 3. dm-wbkit's background writeback (writeback_threshold 100, nobody
+#    waits) stays throttled like buffered writeback, so foreground reads of
+#    the backing disk keep their latency: no deeper than upstream's.
+# Every write must read back from the backing disk alone afterwards.
+set -euo pipefail
+source "$(dirname "$0")/wbkit-lib.inc"
+wbkit_prepare
+vm_has_upstream || { echo "skip: dm-writeboost (upstream) module not installed"; exit 77; }
+VM_TIMEOUT=600
+
+work=$(mktemp -d "$VM_WORK/writeback-depth.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+vm_image "$work/backing-up.img" 64M
+vm_image "$work/cache-up.img" 16M
+vm_image "$work/backing-wb.img" 64M
+vm_image "$work/cache-wb.img" 16M
+
+rc=0
+VM_DRIVE_OPTS_vda=throttling.iops-write=200 VM_DRIVE_OPTS_vdc=throttling.iops-write=200 \
+vm_run - "$work/backing-up.img" "$work/cache-up.img" "$work/backing-wb.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
+. /lib/wbguest.sh
+wb_load_target upstream
+wb_load_target wbkit target_name=wbkit
+for d in vda vdc; do
+	f=/sys/block/$d/queue/wbt_lat_usec
+	[ -w $f ] || wb_skip "no writeback throttling (blk-wbt) on $d"
+	[ "$(cat $f)" != 0 ] || echo 75000 >$f
+	wb_report "${d}_wbt_lat_usec" "$(cat $f)"
+done
+# The workload: 1,500 stamped 4 KiB writes over the first 48 MiB.
+# Seed 79 for part 1 and 2, 80 for part 3 (whose backing disk holds 79's).
+stamp="--seed 79 --size 48M --ops 1500 --partial-pct 0 --flush-every 0"
+# shellcheck disable=SC2086 # the options split on purpose
+fill() { $WBSTAMP write "$1" $stamp --final-flush >/dev/null || wb_fail "wbstamp write on $1"; }
+# check <dev> <name>: reports <name>=ok or wbstamp's first complaint.
+check() {
+	# shellcheck disable=SC2086
+	if $WBSTAMP verify "$1" $stamp --flushed 1500 --base-any >/tmp/v.out 2>&1; then
+		wb_report "$2" ok
+	else
+		wb_report "$2" "$(head -1 /tmp/v.out)"
+	fi
+}
+# sample_inflight <disk> <command...>: runs the command in the background and
+# sets max to the most writes in flight on the disk until it is done (a
+# marker file, not kill -0: an unreaped child still answers that), and rc to
+# its exit status.
+sample_inflight() {
+	d=$1
+	shift
+	rm -f /tmp/done
+	( "$@"; echo $? >/tmp/done ) &
+	max=0
+	while [ ! -e /tmp/done ]; do
+		w=$(cut -c9- /sys/block/$d/inflight | tr -d ' ')
+		[ "$w" -gt $max ] && max=$w
+		usleep 10000
+	done
+	wait
+	rc=$(cat /tmp/done)
+}
+# urgent <target> <backing disk> <cache disk> <name>
+urgent() {
+	wb_dm_create wb "0 $(wb_sectors /dev/$2) $1 /dev/$2 /dev/$3 4 writeback_threshold 0 nr_max_batched_writeback 32"
+	fill /dev/mapper/wb
+	sample_inflight "$2" $DMSETUP message wb 0 drop_caches
+	[ "$rc" = 0 ] || wb_fail "drop_caches on $1"
+	wb_report "${4}_urgent_inflight" $max
+	$DMSETUP remove wb || wb_fail "remove $1"
+	check /dev/$2 "${4}_backing_data"
+}
+urgent writeboost vda vdb upstream
+urgent wbkit vdc vdd wbkit
+# 3. dm-wbkit in the background: other writes, over a fresh cache.
+stamp="--seed 80 --size 48M --ops 1500 --partial-pct 0 --flush-every 0"
+$DD if=/dev/zero of=/dev/vdd bs=1M count=1 oflag=direct status=none
+wb_dm_create wb "0 $(wb_sectors /dev/vdc) wbkit /dev/vdc /dev/vdd 2 writeback_threshold 0"
+fill /dev/mapper/wb
+$DMSETUP message wb 0 writeback_threshold 100 || wb_fail "writeback_threshold 100"
+# Until the flushed segments (status field 5) are written back (field 6);
+# the open one stays for drop_caches.
+settle() {
+	i=0
+	while [ "$(wb_status_field 5)" != "$(wb_status_field 6)" ] && [ $i -lt 1200 ]; do
+		usleep 50000
+		i=$((i + 1))
+	done
+}
+sample_inflight vdc settle
+wb_report wbkit_background_inflight $max
+wb_report wbkit_background_left "$(($(wb_status_field 5) - $(wb_status_field 6)))"
+wb_report wbkit_background_segments "$(wb_status_field 6)"
+$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches after the background writeback"
+$DMSETUP remove wb || wb_fail "remove wbkit (background)"
+check /dev/vdc wbkit_background_data
+GUEST
+[ "$rc" = 0 ] || exit 1
+fail=0
+up=$(vm_result upstream_urgent_inflight)
+ours=$(vm_result wbkit_urgent_inflight)
+bg=$(vm_result wbkit_background_inflight)
+echo "blk-wbt latency target: vda $(vm_result vda_wbt_lat_usec) us, vdc $(vm_result vdc_wbt_lat_usec) us"
+echo "upstream drop_caches: at most $up writes in flight, backing data $(vm_result upstream_backing_data)"
+echo "dm-wbkit drop_caches: at most $ours writes in flight, backing data $(vm_result wbkit_backing_data)"
+echo "dm-wbkit background writeback: at most $bg writes in flight, $(vm_result wbkit_background_segments) segments written back, $(vm_result wbkit_background_left) left, backing data $(vm_result wbkit_background_data)"
+wbkit_expect upstream_backing_data ok || fail=1
+wbkit_expect wbkit_backing_data ok || fail=1
+wbkit_expect wbkit_background_left 0 || fail=1
+wbkit_expect wbkit_background_data ok || fail=1
+if ! [ "${ours:-0}" -gt $((2 * ${up:-0})) ] 2>/dev/null; then
+	echo "dm-wbkit's drop_caches writeback stayed throttled: ${ours:-none} writes in flight at most, upstream ${up:-none}"
+	fail=1
+fi
+if ! [ "${bg:-999}" -le "${up:-0}" ] 2>/dev/null; then
+	echo "dm-wbkit's background writeback went deeper than upstream's throttled one: ${bg:-none} against ${up:-none}"
+	fail=1
+fi
+[ "$fail" = 0 ] && echo "urgent writeback passes blk-wbt ($ours in flight, upstream $up), background writeback stays under it ($bg)"
+exit $fail
