@@ -306,13 +306,20 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
 	sector_t cs = wb_mb_cache_sector(wb, mb);
 	const void *src = NULL;
 	void *buf = wb->bounce;
-	bool from_buf = seg->buf;
+	bool from_buf = false, from_dev = false;
 	int err;
 
-	if (from_buf) {
+	if (seg == wb->cur) {
+		/* Overwritten in place (see wb_read): a snapshot under the lock. */
+		memcpy(wb->bounce2, seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb)),
+		       WB_BLOCK_SIZE);
+		src = wb->bounce2;
+	} else if (seg->buf) {
+		from_buf = true;
 		atomic_inc(&seg->nr_buf_readers);
 		src = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
 	} else {
+		from_dev = true;
 		atomic_inc(&seg->nr_dev_readers);
 	}
 	spin_unlock(&wb->lock);
@@ -332,7 +339,7 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
 				       WB_SECTOR_SIZE);
 	if (from_buf)
 		wb_unpin_buf(wb, seg);
-	else
+	if (from_dev)
 		wb_unpin_dev(wb, seg);
 	if (!err)
 		wb_copy_to_bio(bio, buf + (off << WB_SECTOR_SHIFT));
@@ -342,7 +349,8 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
 /*
  * A read of up to one block. A miss is remapped to the backing device; a
  * hit whose sectors are all in the newest copy (dirty or clean) is copied
- * from the RAM buffer (without the lock: the buffer is pinned) or remapped
+ * from the RAM buffer (the open segment's under the lock, a sealed one's
+ * pinned, without it) or remapped
  * to the copy on the cache device (the slot is pinned until the bio ends, so
  * it cannot be reused meanwhile). A clean copy that lacks some of the
  * sectors is remapped to the backing device, which holds all of them. A
@@ -407,8 +415,21 @@ retry:
 		goto done;
 	}
 	if (seg->buf) {
-		atomic_inc(&seg->nr_buf_readers);
 		src = seg->buf + WB_BLOCK_SIZE * (1 + wb_mb_idx(wb, mb));
+		/*
+		 * The open segment's blocks are overwritten in place by writes
+		 * that copy without the lock once they have counted themselves
+		 * in mb->nr_copying (0 here): copied under the lock, no such
+		 * write can start halfway through and leave a sector half old,
+		 * half new. A sealed segment's buffer no longer changes; pinned,
+		 * it is copied without the lock.
+		 */
+		if (seg == wb->cur) {
+			wb_copy_to_bio(bio, src + (off << WB_SECTOR_SHIFT));
+			spin_unlock(&wb->lock);
+			goto done;
+		}
+		atomic_inc(&seg->nr_buf_readers);
 		spin_unlock(&wb->lock);
 		wb_copy_to_bio(bio, src + (off << WB_SECTOR_SHIFT));
 		wb_unpin_buf(wb, seg);

@@ -20,10 +20,12 @@
  *   seg->nr_read_waiters, which holds back new overwrites in place.
  * - seg->nr_writers: the same, per segment; the flusher waits for 0 before
  *   it checksums and writes the segment.
- * - seg->nr_buf_readers: reads copying out of seg->buf; the buffer goes
- *   back to the pool only at 0. A writeback batch that reads a kept
- *   buffer takes its segment off wb->retained instead, so that nothing
- *   reclaims the buffer until the batch gives it back.
+ * - seg->nr_buf_readers: reads copying out of a sealed segment's seg->buf
+ *   (the open segment's blocks are overwritten in place, so reads copy
+ *   those under the lock); the buffer goes back to the pool only at 0. A
+ *   writeback batch that reads a kept buffer takes its segment off
+ *   wb->retained instead, so that nothing reclaims the buffer until the
+ *   batch gives it back.
  * - seg->nr_dev_readers: reads of the slot on the cache device (remapped
  *   read hits, merges); the flusher waits for 0 before it writes a new
  *   segment into the slot. Pins are only taken through the hash table,

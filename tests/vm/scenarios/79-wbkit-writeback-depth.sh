@@ -40,9 +40,15 @@ wb_load_target upstream
 wb_load_target wbkit target_name=wbkit
 for d in vda vdc; do
 	f=/sys/block/$d/queue/wbt_lat_usec
-	[ -w $f ] || wb_skip "no writeback throttling (blk-wbt) on $d"
-	[ "$(cat $f)" != 0 ] || echo 75000 >$f
-	wb_report "${d}_wbt_lat_usec" "$(cat $f)"
+	# Off (0), or never set up for this queue (reading fails): writing a
+	# latency target turns it on, as Debian's kernel has it by default.
+	v=$(cat $f 2>/dev/null || true)
+	[ -n "$v" ] && [ "$v" != 0 ] || echo 75000 >$f 2>/dev/null || true
+	# Where that fails too (the sanitizer build's kernel) the data checks
+	# still run; the host side says the depth checks do not apply.
+	wb_report "${d}_wbt_lat_usec" "$(cat $f 2>/dev/null || echo none)"
+	wb_report "${d}_nr_requests" "$(cat /sys/block/$d/queue/nr_requests)"
+	wb_report "${d}_scheduler" "$(cat /sys/block/$d/queue/scheduler)"
 done
 # The workload: 1,500 stamped 4 KiB writes over the first 48 MiB.
 # Seed 79 for part 1 and 2, 80 for part 3 (whose backing disk holds 79's).
@@ -112,11 +118,13 @@ $DMSETUP remove wb || wb_fail "remove wbkit (background)"
 check /dev/vdc wbkit_background_data
 GUEST
 [ "$rc" = 0 ] || exit 1
+[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
 fail=0
 up=$(vm_result upstream_urgent_inflight)
 ours=$(vm_result wbkit_urgent_inflight)
 bg=$(vm_result wbkit_background_inflight)
-echo "blk-wbt latency target: vda $(vm_result vda_wbt_lat_usec) us, vdc $(vm_result vdc_wbt_lat_usec) us"
+echo "blk-wbt latency target: vda $(vm_result vda_wbt_lat_usec) us, vdc $(vm_result vdc_wbt_lat_usec) us;" \
+	"nr_requests $(vm_result vda_nr_requests); scheduler $(vm_result vda_scheduler)"
 echo "upstream drop_caches: at most $up writes in flight, backing data $(vm_result upstream_backing_data)"
 echo "dm-wbkit drop_caches: at most $ours writes in flight, backing data $(vm_result wbkit_backing_data)"
 echo "dm-wbkit background writeback: at most $bg writes in flight, $(vm_result wbkit_background_segments) segments written back, $(vm_result wbkit_background_left) left, backing data $(vm_result wbkit_background_data)"
@@ -124,6 +132,16 @@ wbkit_expect upstream_backing_data ok || fail=1
 wbkit_expect wbkit_backing_data ok || fail=1
 wbkit_expect wbkit_background_left 0 || fail=1
 wbkit_expect wbkit_background_data ok || fail=1
+# blk-wbt caps at 3/4 of the queue depth at most: an upstream deeper than
+# that was not throttled at all, and there is nothing to pass or stay under.
+nr=$(vm_result vda_nr_requests)
+wbt=$(vm_result vda_wbt_lat_usec)
+if [ -z "$wbt" ] || [ "$wbt" = none ] || [ "${up:-0}" -gt $((3 * ${nr:-0} / 4)) ] 2>/dev/null; then
+	echo "blk-wbt did not throttle upstream's writeback on this kernel ($up in flight," \
+		"nr_requests $nr): the depth checks do not apply, the data checks do"
+	[ "$fail" = 0 ] && echo "writeback data intact (no writeback throttling to compare against)"
+	exit $fail
+fi
 if ! [ "${ours:-0}" -gt $((2 * ${up:-0})) ] 2>/dev/null; then
 	echo "dm-wbkit's drop_caches writeback stayed throttled: ${ours:-none} writes in flight at most, upstream ${up:-none}"
 	fail=1
