@@ -17,7 +17,8 @@
 #    its writes pass the throttling, more than twice upstream's depth.
 # 3. dm-wbkit's background writeback (writeback_threshold 100, nobody
 #    waits) stays throttled like buffered writeback, so foreground reads of
-#    the backing disk keep their latency: no deeper than upstream's.
+#    the backing disk keep their latency: no deeper than upstream's (a
+#    quarter's margin for the sampling).
 # Every write must read back from the backing disk alone afterwards.
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
@@ -146,7 +147,9 @@ if ! [ "${ours:-0}" -gt $((2 * ${up:-0})) ] 2>/dev/null; then
 	echo "dm-wbkit's drop_caches writeback stayed throttled: ${ours:-none} writes in flight at most, upstream ${up:-none}"
 	fail=1
 fi
-if ! [ "${bg:-999}" -le "${up:-0}" ] 2>/dev/null; then
+# Both sit at the same throttled ceiling; the samples catch it give or take a
+# request or two, hence a quarter's margin (unthrottled is 5 times deeper).
+if ! [ "${bg:-999}" -le $((${up:-0} * 5 / 4)) ] 2>/dev/null; then
 	echo "dm-wbkit's background writeback went deeper than upstream's throttled one: ${bg:-none} against ${up:-none}"
 	fail=1
 fi
