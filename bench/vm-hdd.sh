@@ -171,14 +171,19 @@ model_rows() {
 		--runtime="$MODEL_TIME" --time_based
 	wb_report model.stride64k_write_qd16 "$(terse 49)"
 }
+# dirty_set <dev> <what> <fio option>: the sort row's dirty set, the same
+# blocks every time (one job, so the bound row replays what the targets got).
+dirty_set() {
+	$FIO --name=dirty --filename="$1" --rw=randwrite --bs=4k --size="$REGION" \
+		--io_size="$DIRTY" --direct=1 --ioengine=libaio --iodepth=16 --randrepeat=1 \
+		"$3" --output-format=terse >/tmp/fio.out 2>/tmp/fio.err ||
+		{ cat /tmp/fio.err; wb_fail "fio failed ($2)"; }
+}
 sort_row() {
 	t=$1
 	for batch in 1 32; do
 		new_target "$t" "$(cache_of "$t")" writeback_threshold 0 nr_max_batched_writeback $batch
-		$FIO --name=dirty --filename=/dev/mapper/wb --rw=randwrite --bs=4k --size="$REGION" \
-			--io_size="$DIRTY" --direct=1 --ioengine=libaio --iodepth=16 --randrepeat=1 \
-			--end_fsync=1 --output-format=terse >/tmp/fio.out 2>/tmp/fio.err ||
-			{ cat /tmp/fio.err; wb_fail "fio failed (sort $t $batch)"; }
+		dirty_set /dev/mapper/wb "sort $t $batch" --end_fsync=1
 		t0=$(uptime_cs)
 		$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed ($t $batch)"
 		t1=$(uptime_cs)
@@ -191,10 +196,7 @@ sort_row() {
 # how long the disk model takes to sweep exactly these blocks, the bound of
 # the batch-32 side (the time of a target's sweep beyond it is its own).
 sortset_row() {
-	$FIO --name=dirty --filename=$HDD --rw=randwrite --bs=4k --size="$REGION" \
-		--io_size="$DIRTY" --direct=1 --ioengine=libaio --iodepth=16 --randrepeat=1 \
-		--write_iolog=/tmp/dirty.iolog --output-format=terse >/dev/null 2>/tmp/fio.err ||
-		{ cat /tmp/fio.err; wb_fail "fio failed (the dirty set on the bare disk)"; }
+	dirty_set $HDD "the dirty set on the bare disk" --write_iolog=/tmp/dirty.iolog
 	{
 		echo "fio version 2 iolog"
 		echo "$HDD add"
