@@ -12,13 +12,15 @@
 #   sort    random 4 KiB writes (WBKIT_BENCH_DIRTY over WBKIT_BENCH_REGION,
 #           the same blocks every time) with writeback off, then the time of
 #           `dmsetup message wb 0 drop_caches` with nr_max_batched_writeback
-#           1 and 32: the sorted writeback factor is time(1) / time(32). The
+#           1 and 32, less that of a message that changes nothing (dmsetup's
+#           start): the sorted writeback factor is time(1) / time(32). The
 #           default dirty set is 32 segments of 127 blocks (16256 KiB), one
 #           batch of 32: 16 MiB would add a 33rd segment of 32 blocks that
 #           goes back as a batch of its own, unsorted against the rest.
 #           Also the same set written to the bare disk, sorted and replayed
-#           by fio at QD256: the model's time for that sweep, and the factor
-#           it bounds (batch 1 / replay)
+#           by fio at QD256: the disk's busy time for that sweep (io_ticks,
+#           as for the targets' batch 32), and the factor it bounds (batch 1
+#           / replay)
 #   steady  random 4 KiB writes over WBKIT_BENCH_STEADY_REGION at QD16 on a
 #           WBKIT_BENCH_STEADY_CACHE cache (default table options: writeback
 #           only when the ring needs a slot): one cache's worth unmeasured,
@@ -34,7 +36,8 @@
 #           then sync (seconds; the ratio is upstream / dm-wbkit)
 #           dbench and untar also run on the cache disk alone (ext4 right on
 #           dm-wbkit's cache image, no target): what the fast disk gives by
-#           itself, a reference for how much room a cache target has
+#           itself, a reference for how much room a cache target has. The
+#           four go in a different order each round (file_order)
 # Prints "sorted writeback factor: X" (dm-wbkit's), "steady state
 # ours/upstream: X", "dbench ours/upstream: X", "untar ours/upstream: X" (pair
 # medians) and writes the table to bench/results/vm-hdd-<date>.md with the
@@ -128,7 +131,14 @@ for m in lib/crc16 fs/mbcache fs/jbd2/jbd2 fs/ext4/ext4; do
 done
 mkdir -p /mnt
 HDD=/dev/vda
-uptime_cs() { tr -d . </proc/uptime | cut -d' ' -f1; }
+# now: the uptime in centiseconds into $now_cs, without a fork: a command
+# substitution with tr and cut cost ~20 ms of the measured time under TCG.
+now() {
+	read -r now_cs _ </proc/uptime
+	now_cs=${now_cs%.*}${now_cs#*.}
+}
+# The backing disk's busy time so far (ms): io_ticks, field 10 of its stat.
+busy_ms() { awk '{ print $10 }' /sys/block/${HDD#/dev/}/stat; }
 # Terse v3: read IOPS field 8, read bandwidth (KiB/s) 7, write IOPS 49.
 fio_terse() {
 	$FIO --direct=1 --randrepeat=1 --output-format=terse --terse-version=3 "$@" \
@@ -179,15 +189,39 @@ dirty_set() {
 		"$3" --output-format=terse >/tmp/fio.out 2>/tmp/fio.err ||
 		{ cat /tmp/fio.err; wb_fail "fio failed ($2)"; }
 }
+# message_cs <message...>: how long `dmsetup message wb 0 <message>` takes,
+# in $msg_cs (the median of three).
+message_cs() {
+	m1= m2= m3=
+	for i in 1 2 3; do
+		now
+		t0=$now_cs
+		$DMSETUP message wb 0 "$@" || wb_fail "message $* failed"
+		now
+		eval m$i=$((now_cs - t0))
+	done
+	msg_cs=$(printf '%s\n' $m1 $m2 $m3 | sort -n | sed -n 2p)
+}
+# The time of drop_caches less that of a message that changes nothing (the
+# tunable set to the value it has): dmsetup's own start (~45 ms under TCG,
+# more than 2 % of the batch-32 time) is not writeback. Also the backing
+# disk's busy time meanwhile.
 sort_row() {
 	t=$1
 	for batch in 1 32; do
 		new_target "$t" "$(cache_of "$t")" writeback_threshold 0 nr_max_batched_writeback $batch
 		dirty_set /dev/mapper/wb "sort $t $batch" --end_fsync=1
-		t0=$(uptime_cs)
+		message_cs nr_max_batched_writeback $batch
+		b0=$(busy_ms)
+		now
+		t0=$now_cs
 		$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed ($t $batch)"
-		t1=$(uptime_cs)
-		wb_report "r$r.$t.sort$batch" $((t1 - t0))
+		now
+		t1=$now_cs
+		wb_report "r$r.$t.sortbusy$batch" $(($(busy_ms) - b0))
+		wb_report "r$r.$t.sortmsg$batch" "$msg_cs"
+		wb_report "r$r.$t.sortwall$batch" $((t1 - t0))
+		wb_report "r$r.$t.sort$batch" $((t1 - t0 - msg_cs))
 		end_target "$t" "sort$batch"
 	done
 }
@@ -205,10 +239,13 @@ sortset_row() {
 			/tmp/dirty.iolog | sort -n -k3 -u
 		echo "$HDD close"
 	} >/tmp/sorted.iolog
+	b0=$(busy_ms)
 	fio_terse --name=sorted --filename=$HDD --read_iolog=/tmp/sorted.iolog --ioengine=libaio \
 		--iodepth=256 --replay_no_stall=1
-	# Terse v3 field 50: the write runtime (ms); reported in cs as the sort row.
-	wb_report "r$r.raw.sortset" $(($(terse 50) / 10))
+	# The disk's busy time (ms), as for the targets' batch 32: fio's own
+	# runtime (terse field 50) came out ~0.13 s shorter than the span from
+	# its first write's issue to its last one's completion in a block trace.
+	wb_report "r$r.raw.sortsetbusy" $(($(busy_ms) - b0))
 }
 steady_row() {
 	t=$1
@@ -265,14 +302,28 @@ dbench_row() {
 }
 untar_row() {
 	fs_mount "$1"
-	t0=$(uptime_cs)
+	now
+	t0=$now_cs
 	tar -xf /dev/vde -C /mnt || wb_fail "untar on $1 failed"
-	tm=$(uptime_cs)
+	now
+	tm=$now_cs
 	sync
-	t1=$(uptime_cs)
+	now
+	t1=$now_cs
 	wb_report "r$r.$1.untar" $((t1 - t0))
 	wb_report "r$r.$1.untarsync" $((t1 - tm))
 	fs_umount "$1" untar
+}
+# The order of the file-system rows in round r: a Latin square of the bare
+# disk, the cache disk alone and the targets (dm-wbkit goes before upstream
+# in two rounds of four, after it in the other two).
+file_order() {
+	case $(($1 % 4)) in
+	1) echo raw ssd wbkit upstream ;;
+	2) echo upstream wbkit ssd raw ;;
+	3) echo wbkit raw upstream ssd ;;
+	0) echo ssd upstream raw wbkit ;;
+	esac
 }
 wb_load_target upstream
 wb_load_target wbkit target_name=wbkit
@@ -282,8 +333,18 @@ while [ $r -le "$ROUNDS" ]; do
 	if [ $((r % 2)) = 1 ]; then order="wbkit upstream"; else order="upstream wbkit"; fi
 	for name in $ROWS; do
 		[ "$name" = model ] && continue
-		case $name in sort) sortset_row ;; steady|dbench|untar) ${name}_row raw ;; esac
-		case $name in dbench|untar) ${name}_row ssd ;; esac
+		case $name in
+		sort) sortset_row ;;
+		steady) steady_row raw ;;
+		dbench | untar)
+			# Every position once in four rounds: a row that always ran
+			# first would get whatever the machine gives early in a round.
+			for t in $(file_order $r); do
+				${name}_row "$t"
+			done
+			continue
+			;;
+		esac
 		for t in $order; do
 			${name}_row "$t"
 		done
@@ -329,12 +390,13 @@ report=$work/report.md
 		for (r = 1; r <= rounds; r++) if ((r, key) in val) m = insert(v, m, val[r, key])
 		return m ? middle(v, m) : 0
 	}
-	# Median over the rounds of a/b for keys ka, kb.
-	function pair(ka, kb,   v, m, r) {
+	# Median over the rounds of a/b (times scale, default 1) for keys ka, kb.
+	function pair(ka, kb, scale,   v, m, r) {
 		m = 0
+		if (scale == "") scale = 1
 		for (r = 1; r <= rounds; r++)
 			if ((r, ka) in val && (r, kb) in val && val[r, ka] > 0 && val[r, kb] > 0)
-				m = insert(v, m, val[r, ka] / val[r, kb])
+				m = insert(v, m, scale * val[r, ka] / val[r, kb])
 		return m ? sprintf("%.2f", middle(v, m)) : "-"
 	}
 	function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%.2f", a / b) : "-" }
@@ -373,18 +435,25 @@ report=$work/report.md
 			name = rl[i]
 			if (name == "sort") {
 				for (b = 1; b <= 32; b += 31)
-					printf "| writeback of the dirty set, batch %d | s | %.2f | %.2f | | | %s | %s | |\n", b,
+					printf "| writeback of the dirty set, batch %d (drop_caches less the message) | s | %.2f | %.2f | | | %s | %s | |\n", b,
 						median("wbkit.sort" b) / 100, median("upstream.sort" b) / 100,
 						ratio(median("upstream.sort" b), median("wbkit.sort" b)), pair("upstream.sort" b, "wbkit.sort" b)
+				printf "| a message that changes nothing (subtracted above) | s | %.2f | %.2f | | | | | |\n",
+					median("wbkit.sortmsg32") / 100, median("upstream.sortmsg32") / 100
 				printf "| sorted writeback factor (batch 1 / batch 32) | x | %s | %s | | | | | |\n",
 					pair("wbkit.sort1", "wbkit.sort32"), pair("upstream.sort1", "upstream.sort32")
+				printf "| the same, wall clock (the message included) | x | %s | %s | | | | | |\n",
+					pair("wbkit.sortwall1", "wbkit.sortwall32"), pair("upstream.sortwall1", "upstream.sortwall32")
 				lines["sort"] = "sorted writeback factor: " pair("wbkit.sort1", "wbkit.sort32")
 				lines["sortu"] = "sorted writeback factor (upstream): " pair("upstream.sort1", "upstream.sort32")
-				printf "| the dirty set sorted, replayed by fio (QD256) on the bare disk | s | | | %.2f | | | | |\n",
-					median("raw.sortset") / 100
-				printf "| its bound: batch 1 / that replay | x | %s | %s | | | | | |\n",
-					pair("wbkit.sort1", "raw.sortset"), pair("upstream.sort1", "raw.sortset")
-				lines["sortb"] = "sorted writeback factor bound (batch 1 / the sorted set replayed): " pair("wbkit.sort1", "raw.sortset")
+				printf "| backing disk busy (io_ticks) in batch 32; raw: the set sorted, replayed by fio (QD256) | s | %.2f | %.2f | %.2f | | %s | %s | |\n",
+					median("wbkit.sortbusy32") / 1000, median("upstream.sortbusy32") / 1000,
+					median("raw.sortsetbusy") / 1000,
+					ratio(median("upstream.sortbusy32"), median("wbkit.sortbusy32")),
+					pair("upstream.sortbusy32", "wbkit.sortbusy32")
+				printf "| bound: batch 1 / busy time of the replay | x | %s | %s | | | | | |\n",
+					pair("wbkit.sort1", "raw.sortsetbusy", 10), pair("upstream.sort1", "raw.sortsetbusy", 10)
+				lines["sortb"] = "sorted writeback factor bound (batch 1 / the sorted set replayed): " pair("wbkit.sort1", "raw.sortsetbusy", 10)
 			} else if (name == "steady") {
 				printf "| steady-state 4 KiB random writes | IOPS | %.0f | %.0f | %.0f | | %s | %s | |\n",
 					median("wbkit.steady"), median("upstream.steady"), median("raw.steady"),
