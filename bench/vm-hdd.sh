@@ -131,11 +131,11 @@ for m in lib/crc16 fs/mbcache fs/jbd2/jbd2 fs/ext4/ext4; do
 done
 mkdir -p /mnt
 HDD=/dev/vda
-# now: the uptime in centiseconds into $now_cs, without a fork: a command
+# now <var>: the uptime in centiseconds into <var>, without a fork: a command
 # substitution with tr and cut cost ~20 ms of the measured time under TCG.
 now() {
-	read -r now_cs _ </proc/uptime
-	now_cs=${now_cs%.*}${now_cs#*.}
+	read -r up_s _ </proc/uptime
+	eval "$1=${up_s%.*}${up_s#*.}"
 }
 # The backing disk's busy time so far (ms): io_ticks, field 10 of its stat.
 busy_ms() { awk '{ print $10 }' /sys/block/${HDD#/dev/}/stat; }
@@ -192,15 +192,14 @@ dirty_set() {
 # message_cs <message...>: how long `dmsetup message wb 0 <message>` takes,
 # in $msg_cs (the median of three).
 message_cs() {
-	m1= m2= m3=
+	times=
 	for i in 1 2 3; do
-		now
-		t0=$now_cs
+		now t0
 		$DMSETUP message wb 0 "$@" || wb_fail "message $* failed"
-		now
-		eval m$i=$((now_cs - t0))
+		now t1
+		times="$times $((t1 - t0))"
 	done
-	msg_cs=$(printf '%s\n' $m1 $m2 $m3 | sort -n | sed -n 2p)
+	msg_cs=$(printf '%s\n' $times | sort -n | sed -n 2p)
 }
 # The time of drop_caches less that of a message that changes nothing (the
 # tunable set to the value it has): dmsetup's own start (~45 ms under TCG,
@@ -213,11 +212,9 @@ sort_row() {
 		dirty_set /dev/mapper/wb "sort $t $batch" --end_fsync=1
 		message_cs nr_max_batched_writeback $batch
 		b0=$(busy_ms)
-		now
-		t0=$now_cs
+		now t0
 		$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed ($t $batch)"
-		now
-		t1=$now_cs
+		now t1
 		wb_report "r$r.$t.sortbusy$batch" $(($(busy_ms) - b0))
 		wb_report "r$r.$t.sortmsg$batch" "$msg_cs"
 		wb_report "r$r.$t.sortwall$batch" $((t1 - t0))
@@ -302,17 +299,14 @@ dbench_row() {
 }
 untar_row() {
 	fs_mount "$1"
-	now
-	t0=$now_cs
+	now t0
 	tar -xf /dev/vde -C /mnt || wb_fail "untar on $1 failed"
-	now
-	tm=$now_cs
+	now tm
 	sync
-	now
-	t1=$now_cs
+	now t1
 	wb_report "r$r.$1.untar" $((t1 - t0))
 	wb_report "r$r.$1.untarsync" $((t1 - tm))
-	wb_report "r$r.$1.untarcpu" $((tm - t0))
+	wb_report "r$r.$1.untarunpack" $((tm - t0))
 	fs_umount "$1" untar
 }
 # The order of the file-system rows in round r: a Latin square of the bare
@@ -483,10 +477,10 @@ report=$work/report.md
 				# The unpack stays in the page cache (3 GiB of RAM; in a trial no
 				# write reached the raw disk before the sync): guest CPU time.
 				printf "| untar: the unpack before it | s | %.2f | %.2f | %.2f | %.2f | %s | %s | %s |\n",
-					median("wbkit.untarcpu") / 100, median("upstream.untarcpu") / 100,
-					median("raw.untarcpu") / 100, median("ssd.untarcpu") / 100,
-					ratio(median("upstream.untarcpu"), median("wbkit.untarcpu")),
-					pair("upstream.untarcpu", "wbkit.untarcpu"), pair("upstream.untarcpu", "ssd.untarcpu")
+					median("wbkit.untarunpack") / 100, median("upstream.untarunpack") / 100,
+					median("raw.untarunpack") / 100, median("ssd.untarunpack") / 100,
+					ratio(median("upstream.untarunpack"), median("wbkit.untarunpack")),
+					pair("upstream.untarunpack", "wbkit.untarunpack"), pair("upstream.untarunpack", "ssd.untarunpack")
 			}
 		}
 		print ""
