@@ -263,6 +263,10 @@ static inline __u64 wb_last_writeback_id(__u64 last_flushed_id,
  * had before it, damage, so a first-lap log keeps the part before the bad
  * segment (the device as it was at an earlier moment) instead of dropping
  * that part and everything up to the bad segment.
+ *
+ * Only for logs another writer left (wb_replay_walk_begin's torn_rewrites):
+ * dm-wbkit invalidates a header before it rewrites the slot, so in its own
+ * logs the same bad checksum is damage to an old segment, not a rewrite.
  */
 static inline bool wb_torn_rewrite(__u64 step, __u64 slot_id, __u64 max_id,
 				   __u64 nr_segments)
@@ -334,6 +338,256 @@ static inline bool wb_entry_is_newer(__u64 replay_pos_a, __u32 index_a,
 	if (replay_pos_a != replay_pos_b)
 		return replay_pos_a > replay_pos_b;
 	return index_a > index_b;
+}
+
+/*
+ * The replay decision (docs/FORMAT.md, "Replay"), shared by the kernel's
+ * construction and the tools' scan like libxfs: plain C over the slot ids,
+ * the checksum verdicts, the superblock record, the trust record and the
+ * geometry; no allocation, no I/O. The caller reads each slot as the walk
+ * reaches it, tells wb_replay_walk_slot() what it found and does what the
+ * returned action says (apply the segment, forget what it applied); then
+ * wb_replay_decide() says what the log means and what must be written
+ * before the target goes live. Both sides call the same code, so the
+ * kernel and the tools cannot read a log differently.
+ */
+
+/* What the caller found in a slot when the walk reached it. */
+enum wb_slot_verdict {
+	WB_SLOT_EMPTY = 0,	/* id 0: never written, or invalidated */
+	WB_SLOT_VALID,		/* length <= 127 and the checksum matches */
+	WB_SLOT_BAD,		/* readable, but the checksum fails or length > 127 */
+	WB_SLOT_UNREADABLE,	/* a read error (the tools; the kernel fails on one) */
+};
+
+/* What the caller does with the slot. */
+enum wb_walk_action {
+	WB_WALK_SKIP = 0,	/* empty, or past the end of the log */
+	WB_WALK_APPLY,		/* apply the segment (replay step 3) */
+	WB_WALK_RESTART,	/* a torn rewrite: forget every segment applied so
+				 * far; the log starts after this slot */
+	WB_WALK_STOP,		/* the log ends before this slot */
+};
+
+/*
+ * Why a log cannot be replayed as one ring in id order. The kernel refuses
+ * to construct on it and writes nothing; the tools report it and replay it
+ * only when forced: replaying part of it would drop or reorder
+ * acknowledged data.
+ */
+enum wb_replay_refusal {
+	WB_REPLAY_OK = 0,
+	WB_REPLAY_SLOT_MISMATCH,	/* an id sits in a slot not its own */
+	WB_REPLAY_IDS_NOT_RISING,	/* an id not above the one before it */
+	WB_REPLAY_STOPS_EARLY,		/* a bad segment before the newest */
+	WB_REPLAY_DAMAGED_REWRITE,	/* the same, where another writer's torn
+					 * rewrite could be, on a cache this
+					 * target wrote (wb_replay_walk_begin) */
+	WB_REPLAY_UNREADABLE,		/* a segment cannot be read */
+};
+
+struct wb_replay_walk {
+	/* The input of wb_replay_walk_begin. */
+	__u64 nr_segments;
+	__u64 max_id;
+	bool torn_rewrites;
+	__u64 oldest_slot;
+	/* The walk so far. */
+	__u64 last_applied_id;	/* 0: none since the start or the rewrite */
+	__u64 last_seen_id;	/* the last readable id before the stop */
+	__u64 rewritten_id;	/* the torn rewrite skipped, 0 if none */
+	__u64 rewrite_slot;
+	bool stopped;
+	__u64 stop_slot;
+	__u64 stop_id;
+	enum wb_slot_verdict stop_verdict;
+	bool stop_rewrite_shaped;	/* wb_torn_rewrite held, the rule was off */
+	enum wb_replay_refusal refusal;	/* the first one met */
+	__u64 refusal_slot;
+	__u64 refusal_id;
+};
+
+/*
+ * Starts the walk of replay step 2 from the oldest slot. torn_rewrites
+ * says whether the torn-rewrite rule applies: only on a log another writer
+ * may have left, that is a cache without the trust record. dm-wbkit
+ * invalidates a slot's header (one logical block, made durable) before it
+ * rewrites the slot, so no log it wrote holds a torn rewrite; there the
+ * same bad checksum is damage, and reading it as a rewrite would count
+ * acknowledged segments as written back. It writes the trust record
+ * before its first segment, so a cache with the record is one it wrote.
+ */
+static inline void wb_replay_walk_begin(struct wb_replay_walk *w,
+					__u64 nr_segments, __u64 max_id,
+					bool torn_rewrites)
+{
+	w->nr_segments = nr_segments;
+	w->max_id = max_id;
+	w->torn_rewrites = torn_rewrites;
+	w->oldest_slot = wb_oldest_slot(max_id, nr_segments);
+	w->last_applied_id = 0;
+	w->last_seen_id = 0;
+	w->rewritten_id = 0;
+	w->rewrite_slot = 0;
+	w->stopped = false;
+	w->stop_slot = 0;
+	w->stop_id = 0;
+	w->stop_verdict = WB_SLOT_EMPTY;
+	w->stop_rewrite_shaped = false;
+	w->refusal = WB_REPLAY_OK;
+	w->refusal_slot = 0;
+	w->refusal_id = 0;
+}
+
+static inline void wb_replay_refuse(struct wb_replay_walk *w,
+				    enum wb_replay_refusal why, __u64 slot,
+				    __u64 id)
+{
+	if (w->refusal != WB_REPLAY_OK)
+		return;
+	w->refusal = why;
+	w->refusal_slot = slot;
+	w->refusal_id = id;
+}
+
+/*
+ * Step `step` (0 .. nr_segments - 1, each once, in order) of the walk: the
+ * slot wb_ring_slot(oldest_slot, step) holds id (0 when empty or
+ * unreadable) and the caller's verdict on it. Every step is visited, also
+ * after the stop, where only the slot of each id is checked and the
+ * verdict is not looked at (the kernel reads no segment there).
+ */
+static inline enum wb_walk_action
+wb_replay_walk_slot(struct wb_replay_walk *w, __u64 step, __u64 id,
+		    enum wb_slot_verdict verdict)
+{
+	__u64 slot = wb_ring_slot(w->oldest_slot, step, w->nr_segments);
+
+	if (verdict == WB_SLOT_EMPTY || w->max_id == 0)
+		return WB_WALK_SKIP;
+	/* A grown cache device, stale slots, a damaged id (FORMAT.md). */
+	if (verdict != WB_SLOT_UNREADABLE &&
+	    wb_slot_of_id(id, w->nr_segments) != slot)
+		wb_replay_refuse(w, WB_REPLAY_SLOT_MISMATCH, slot, id);
+	if (w->stopped)
+		return WB_WALK_SKIP;
+	if (verdict != WB_SLOT_UNREADABLE) {
+		/* A lap out of order. A gap is a header that never landed. */
+		if (w->last_seen_id && id <= w->last_seen_id)
+			wb_replay_refuse(w, WB_REPLAY_IDS_NOT_RISING, slot, id);
+		w->last_seen_id = id;
+	}
+	if (verdict == WB_SLOT_VALID) {
+		w->last_applied_id = id;
+		return WB_WALK_APPLY;
+	}
+	if (verdict == WB_SLOT_BAD &&
+	    wb_torn_rewrite(step, id, w->max_id, w->nr_segments)) {
+		if (w->torn_rewrites) {
+			w->rewritten_id = id;
+			w->rewrite_slot = slot;
+			w->last_applied_id = 0;
+			return WB_WALK_RESTART;
+		}
+		w->stop_rewrite_shaped = true;
+	}
+	w->stopped = true;
+	w->stop_slot = slot;
+	w->stop_id = id;
+	w->stop_verdict = verdict;
+	return WB_WALK_STOP;
+}
+
+/* What the log means, and what replay writes before going live. */
+struct wb_replay_plan {
+	enum wb_replay_refusal refusal;
+	__u64 refusal_slot;
+	__u64 refusal_id;
+	/* Replay step 4. */
+	__u64 last_flushed_id;
+	__u64 last_writeback_id;
+	__u64 next_id;
+	/*
+	 * The clean-copy trust from now on: lowered when the superblock record
+	 * names a segment the log does not hold. Then the backing device may
+	 * hold data newer than any copy the log has (the record's segment was
+	 * written back), so no copy of the log may serve reads as clean.
+	 */
+	__u64 trusted_from_id;
+	bool write_trust;	/* first, FUA: trusted_from_id changed */
+	/* The stop slot's header is zeroed (FUA), before anything else. */
+	bool zero_stop_slot;
+	__u64 stop_slot;
+	/* The record names a segment beyond the log: rewritten to lw. */
+	bool rewrite_record;
+};
+
+/*
+ * Replay step 4 and what follows from the walk: the refusal, if any, the
+ * ids, the trust, the writes. sb_record is the superblock record's value;
+ * trusted_from_id the trust record's (WB_TRUST_NONE without its magic).
+ */
+static inline void wb_replay_decide(const struct wb_replay_walk *w,
+				    __u64 sb_record, __u64 trusted_from_id,
+				    struct wb_replay_plan *p)
+{
+	__u64 lf, lw;
+
+	p->refusal = w->refusal;
+	p->refusal_slot = w->refusal_slot;
+	p->refusal_id = w->refusal_id;
+	if (p->refusal == WB_REPLAY_OK && w->stopped) {
+		p->refusal_slot = w->stop_slot;
+		p->refusal_id = w->stop_id;
+		/* Only the newest segment may be torn: a power cut's. */
+		if (w->stop_verdict == WB_SLOT_UNREADABLE)
+			p->refusal = WB_REPLAY_UNREADABLE;
+		else if (w->stop_id != w->max_id)
+			p->refusal = w->stop_rewrite_shaped ?
+				     WB_REPLAY_DAMAGED_REWRITE :
+				     WB_REPLAY_STOPS_EARLY;
+	}
+	/*
+	 * A torn rewrite proves its id and every older one written back, so
+	 * flushed too: with nothing applied after it the log still ends
+	 * there, and the next id follows it, not 1.
+	 */
+	lf = w->last_applied_id > w->rewritten_id ? w->last_applied_id
+						   : w->rewritten_id;
+	lw = wb_last_writeback_id(lf, sb_record, w->nr_segments);
+	if (lw < w->rewritten_id)
+		lw = w->rewritten_id;
+	p->last_flushed_id = lf;
+	p->last_writeback_id = lw;
+	p->next_id = lf + 1;
+	p->trusted_from_id = trusted_from_id;
+	if (sb_record > lf && trusted_from_id != WB_TRUST_NONE &&
+	    trusted_from_id <= lf)
+		p->trusted_from_id = lf + 1;
+	p->write_trust = p->trusted_from_id != trusted_from_id;
+	p->zero_stop_slot = w->stopped;
+	p->stop_slot = w->stop_slot;
+	p->rewrite_record = sb_record > lf;
+}
+
+/* The words for a refusal, for logs and findings. */
+static inline const char *wb_replay_refusal_text(enum wb_replay_refusal why)
+{
+	switch (why) {
+	case WB_REPLAY_OK:
+		return "replayable";
+	case WB_REPLAY_SLOT_MISMATCH:
+		return "a segment sits in a slot other than its id's (a grown or damaged cache device)";
+	case WB_REPLAY_IDS_NOT_RISING:
+		return "segment ids do not rise in ring order";
+	case WB_REPLAY_STOPS_EARLY:
+		return "a damaged segment before the newest one: the log would stop there and drop acknowledged segments";
+	case WB_REPLAY_DAMAGED_REWRITE:
+		return "a damaged segment among the oldest, read as damage and not as a torn rewrite (dm-wbkit's logs cannot hold one: it invalidates headers first): the log would stop there, and counting it written back would drop acknowledged segments";
+	case WB_REPLAY_UNREADABLE:
+		return "a segment cannot be read";
+	}
+	return "unknown";
 }
 
 #endif /* WBKIT_FORMAT_H */

@@ -295,6 +295,33 @@ static void wb_put_batch_bufs_locked(struct wb_device *wb,
 }
 
 /*
+ * A segment is written back only once it is durable on the cache device:
+ * written but not flushed, a power cut can take it from the log after its
+ * data reached the backing device, and the superblock record (which names
+ * last_writeback_id) would then name a segment the log does not hold;
+ * replay would find an older copy of a block whose newer data is on the
+ * backing device, and serve it as clean. One flush of the cache device
+ * makes every segment written so far durable.
+ */
+static int wb_make_durable(struct wb_device *wb, u64 id)
+{
+	u64 written;
+	int err;
+
+	if (READ_ONCE(wb->last_durable_id) >= id)
+		return 0;
+	written = READ_ONCE(wb->last_flushed_id);
+	err = wb_flush_dev(wb, WB_DEV_CACHE);
+	if (err)
+		return err;
+	spin_lock(&wb->lock);
+	if (wb->last_durable_id < written)
+		WRITE_ONCE(wb->last_durable_id, written);
+	spin_unlock(&wb->lock);
+	return 0;
+}
+
+/*
  * Writes back the oldest flushed segments (wb_batch_size): read them from
  * the cache device (unless their RAM buffer is still kept), write their
  * dirty sectors to the backing device sorted by sector, flush the backing
@@ -364,6 +391,8 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		}
 	}
 	spin_unlock(&wb->lock);
+	if (wb_make_durable(wb, lw + n))
+		return;
 	/* Only clean blocks (read cache, write-around): nothing to write. */
 	if (!nr)
 		goto written;

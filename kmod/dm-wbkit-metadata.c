@@ -580,8 +580,12 @@ int wb_write_trust(struct wb_device *wb, u64 trusted_from_id)
 	return err;
 }
 
-/* The trust record's value, WB_TRUST_NONE without its magic. */
-static int wb_read_trust(struct wb_device *wb, u64 *trusted_from_id)
+/*
+ * The trust record's value, WB_TRUST_NONE without its magic; *present says
+ * whether the magic is there (this target wrote the cache).
+ */
+static int wb_read_trust(struct wb_device *wb, u64 *trusted_from_id,
+			 bool *present)
 {
 	struct wb_clean_trust_device *rec = wb->bounce;
 	int err;
@@ -590,152 +594,160 @@ static int wb_read_trust(struct wb_device *wb, u64 *trusted_from_id)
 			 wb->bounce, WB_BLOCK_SIZE);
 	if (err)
 		return err;
-	*trusted_from_id = le32_to_cpu(rec->magic) == WB_TRUST_MAGIC ?
-			   le64_to_cpu(rec->trusted_from_id) : WB_TRUST_NONE;
+	*present = le32_to_cpu(rec->magic) == WB_TRUST_MAGIC;
+	*trusted_from_id = *present ? le64_to_cpu(rec->trusted_from_id) :
+				      WB_TRUST_NONE;
 	return 0;
 }
 
 /*
- * Construction refuses a log it cannot read as one ring in id order: it
- * writes nothing, and says where to go (the tools show and salvage what the
- * log holds; replaying part of it here would discard or reorder
- * acknowledged data).
+ * Construction refuses a log it cannot read as one ring in id order
+ * (wb_replay_decide): it writes nothing, and says where to go (the tools
+ * show and salvage what the log holds; replaying part of it here would
+ * discard or reorder acknowledged data).
  */
-static int wb_refuse_log(char **error)
+static int wb_refuse_log(const struct wb_replay_plan *p, char **error)
 {
+	DMERR("slot %llu, segment %llu: %s. Not replayed; see wbdump and wbrecover",
+	      (unsigned long long)p->refusal_slot,
+	      (unsigned long long)p->refusal_id,
+	      wb_replay_refusal_text(p->refusal));
 	*error = "Damaged log on the cache device (see the kernel log): use wbdump, wbrecover";
 	return -EINVAL;
 }
 
 /*
- * Every id found must sit in the slot it names (docs/FORMAT.md, "Slot of an
- * id"). A grown cache device, stale data in never-formatted slots or a
- * damaged id break that, and the walk would then apply segments out of
- * order and hand out ids that collide with existing headers.
+ * Forgets what an earlier replay of this instance left in memory: a first
+ * resume that failed (an I/O error, a refused log) is retried from scratch
+ * by the next resume, not on top of the entries the first one applied.
  */
-static int wb_check_slots(struct wb_device *wb, char **error)
+static void wb_replay_reset(struct wb_device *wb)
 {
-	u64 k, id;
+	u64 k;
 
 	for (k = 0; k < wb->nr_segments; k++) {
-		id = wb->segs[k].id;
-		if (id && wb_id_to_slot(wb, id) != k) {
-			DMERR("segment %llu is in slot %llu, but its slot is %u (of %llu): a grown or damaged cache device? Not replayed; see wbdump and wbrecover",
-			      (unsigned long long)id, (unsigned long long)k,
-			      wb_id_to_slot(wb, id),
-			      (unsigned long long)wb->nr_segments);
-			return wb_refuse_log(error);
-		}
+		struct wb_segment *seg = &wb->segs[k];
+
+		wb_unhash_entries(wb, seg, seg->length);
+		seg->length = 0;
+		seg->id = 0;
+		if (!(k & 1023))
+			cond_resched();
 	}
+	wb->nr_dirty = 0;
+	wb->last_sealed_id = 0;
+	wb->last_flushed_id = 0;
+	wb->last_durable_id = 0;
+	wb->last_writeback_id = 0;
+}
+
+/*
+ * Reads slot `slot` (header and written data) into buf and says what it
+ * holds, for the shared walk. The header must still hold the id the scan
+ * found (*changed otherwise: the device changed under the replay).
+ */
+static int wb_read_slot(struct wb_device *wb, u32 slot, void *buf,
+			enum wb_slot_verdict *verdict, bool *changed)
+{
+	struct wb_segment_header_device *hdr = buf;
+	u8 length;
+	int err;
+
+	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+			 wb_slot_start_sector(slot), buf, WB_BLOCK_SIZE);
+	if (err)
+		return err;
+	*changed = le64_to_cpu(hdr->id) != wb->segs[slot].id;
+	length = hdr->length;
+	if (length > WB_BLOCKS_PER_SEGMENT) {
+		*verdict = WB_SLOT_BAD;
+		return 0;
+	}
+	if (length) {
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
+				 wb_data_block_sector(slot, 0),
+				 buf + WB_BLOCK_SIZE, length * WB_BLOCK_SIZE);
+		if (err)
+			return err;
+	}
+	*verdict = wb_checksum(buf, length) == le32_to_cpu(hdr->checksum) ?
+		   WB_SLOT_VALID : WB_SLOT_BAD;
 	return 0;
 }
 
 /*
- * Replay, docs/FORMAT.md steps 1-4: find the largest id, walk the ring from the
- * oldest slot, stop at the first bad checksum, apply, then infer
- * last_writeback_id from last_flushed_id and the superblock record.
+ * Replay, docs/FORMAT.md steps 1-4, by the decision the tools share
+ * (wb_replay_walk_slot, wb_replay_decide in format/wbkit_format.h): find
+ * the largest id, walk the ring from the oldest slot reading each segment
+ * and doing what the walk says (apply it, forget what was applied: a torn
+ * rewrite, stop), then ask what the log means. Only then is anything
+ * written: wb_apply_segment changes memory only, so a refused log leaves
+ * the devices as they were.
  *
- * The walk must see ids rising by one, and it may stop early only at the
- * newest segment (torn by a power cut: never acknowledged). Anything else
- * is damage, and construction is refused before anything is written:
- * wb_apply_segment only changes memory, and the sectors it leaves for the
- * backing device are written after this check.
- *
- * When the walk stops at the torn newest segment, the disk is made to say
- * what was replayed before the target goes live: the stop slot's header is
- * zeroed and a record ahead of the last replayed id is rewritten. Otherwise
- * new segments, which reuse the ids after the stop point, would count as
- * written back by that record on the next replay.
+ * Before the target goes live the disk is made to say what was replayed,
+ * each write with FUA, in this order: the trust record when the decision
+ * lowered it (a superblock record beyond the log: the backing device may
+ * be newer than any copy), the stop slot's header zeroed (the torn newest
+ * segment: new segments reuse its id), the superblock record when it
+ * named a segment beyond the log (new segments would count as written
+ * back by it), then the older sectors left to newer partial entries.
  */
 static int wb_replay(struct wb_device *wb, char **error)
 {
-	struct wb_segment_header_device *hdr;
+	struct wb_replay_walk walk;
+	struct wb_replay_plan plan;
 	void *buf = wb->rambuf[0];
 	bool wrote_backing = false;
-	u64 max_id = 0, last_id = 0, record, lw, k, i, start, stop;
-	u64 stop_id = 0, rewritten_id = 0;
+	u64 max_id = 0, record, k, step;
+	bool trust_record;
 	int err;
 
+	wb_replay_reset(wb);
 	err = wb_scan_ids(wb, &max_id);
 	if (err)
 		goto io_error;
-	err = wb_check_slots(wb, error);
-	if (err)
-		return err;
-	err = wb_read_trust(wb, &wb->trusted_from_id);
+	err = wb_read_trust(wb, &wb->trusted_from_id, &trust_record);
 	if (err)
 		goto io_error;
 
-	start = wb_oldest_slot(max_id, wb->nr_segments);
-	for (i = 0; max_id && i < wb->nr_segments; i++) {
-		u64 id;
-		u32 slot;
-		u8 length;
+	wb_replay_walk_begin(&walk, wb->nr_segments, max_id, !trust_record);
+	for (step = 0; step < wb->nr_segments; step++) {
+		u32 slot = (u32)wb_ring_slot(walk.oldest_slot, step,
+					     wb->nr_segments);
+		u64 id = wb->segs[slot].id;
+		enum wb_slot_verdict verdict = id ? WB_SLOT_VALID : WB_SLOT_EMPTY;
+		bool changed = false;
 
-		slot = (u32)wb_ring_slot(start, i, wb->nr_segments);
-		/* The scanned id stays until the slot is applied or discarded. */
-		if (!wb->segs[slot].id)
-			continue;
-		hdr = buf;
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-				 wb_slot_start_sector(slot), buf, WB_BLOCK_SIZE);
-		if (err)
-			goto io_error;
-		id = le64_to_cpu(hdr->id);
-		length = hdr->length;
-		/*
-		 * Ids rise along the walk. A gap is a segment whose header never
-		 * reached the media: its slot (in between, wb_check_slots) is
-		 * empty. With several writes in flight (upstream) a later one
-		 * can land alone, and the lost one held nothing that was
-		 * flushed (no flush completed after it), so the walk goes on,
-		 * as the tools' does. An id that does not rise is a lap out of
-		 * order: damage.
-		 */
-		if (id != wb->segs[slot].id || (last_id && id <= last_id)) {
-			DMERR("segment %llu in slot %u follows segment %llu in ring order: ids must rise. Not replayed; see wbdump and wbrecover",
-			      (unsigned long long)id, slot,
-			      (unsigned long long)last_id);
-			return wb_refuse_log(error);
-		}
-		stop_id = id;
-		if (length <= WB_BLOCKS_PER_SEGMENT && length) {
-			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-					 wb_data_block_sector(slot, 0),
-					 buf + WB_BLOCK_SIZE,
-					 length * WB_BLOCK_SIZE);
+		/* Past the stop only the slot of each id counts: no read. */
+		if (id && !walk.stopped) {
+			err = wb_read_slot(wb, slot, buf, &verdict, &changed);
 			if (err)
 				goto io_error;
-		}
-		if (length > WB_BLOCKS_PER_SEGMENT ||
-		    wb_checksum(buf, length) != le32_to_cpu(hdr->checksum)) {
-			if (wb_torn_rewrite(i, id, max_id, wb->nr_segments)) {
-				DMWARN("slot %u: a torn rewrite over segment %llu: the log starts after it, the segments up to it count as written back",
-				       slot, (unsigned long long)id);
-				wb_forget_applied(wb, start, i);
-				rewritten_id = id;
-				last_id = 0;
-				continue;
+			if (changed) {
+				DMERR("slot %u changed while the log was replayed: is another writer using the cache device?",
+				      slot);
+				*error = "The cache device changed during replay";
+				return -EBUSY;
 			}
-			DMWARN("segment %llu in slot %u is torn or damaged (length %u): the log ends at segment %llu",
-			       (unsigned long long)id, slot, length,
-			       (unsigned long long)last_id);
+		}
+		switch (wb_replay_walk_slot(&walk, step, id, verdict)) {
+		case WB_WALK_APPLY:
+			wb_apply_segment(wb, &wb->segs[slot], buf);
+			break;
+		case WB_WALK_RESTART:
+			DMWARN("slot %u: a torn rewrite over segment %llu (a log another writer left): the log starts after it, the segments up to it count as written back",
+			       slot, (unsigned long long)id);
+			wb_forget_applied(wb, walk.oldest_slot, step);
+			break;
+		case WB_WALK_STOP:
+			DMWARN("segment %llu in slot %u is torn or damaged: the log ends at segment %llu",
+			       (unsigned long long)id, slot,
+			       (unsigned long long)walk.last_applied_id);
+			break;
+		case WB_WALK_SKIP:
 			break;
 		}
-		wb_apply_segment(wb, &wb->segs[slot], buf);
-		last_id = id;
 		cond_resched();
-	}
-
-	/*
-	 * Only the newest segment may be left out: after a power cut that is
-	 * the torn one. A stop before it would drop acknowledged segments.
-	 */
-	stop = i;
-	if (max_id && stop < wb->nr_segments && stop_id != max_id) {
-		DMERR("the log stops at segment %llu, before the newest segment %llu: damaged media? Not replayed; see wbdump and wbrecover",
-		      (unsigned long long)stop_id, (unsigned long long)max_id);
-		return wb_refuse_log(error);
 	}
 
 	/* The record: sector 2047, read as the 4 KiB block 2040..2047. */
@@ -748,36 +760,44 @@ static int wb_replay(struct wb_device *wb, char **error)
 			      (wb->bounce + WB_BLOCK_SIZE - WB_SECTOR_SIZE))
 			     ->last_writeback_segment_id);
 
-	lw = wb_last_writeback_id(last_id, record, wb->nr_segments);
-	/* A torn rewrite proves its slot's segment, and older, written back. */
-	lw = max(lw, rewritten_id);
+	wb_replay_decide(&walk, record, wb->trusted_from_id, &plan);
+	if (plan.refusal != WB_REPLAY_OK)
+		return wb_refuse_log(&plan, error);
 
-	/*
-	 * The torn newest segment is not part of the log: its header is
-	 * zeroed (one logical block, FUA) before anything else is written.
-	 */
-	if (max_id && stop < wb->nr_segments) {
-		k = wb_ring_slot(start, stop, wb->nr_segments);
-		wb->segs[k].id = 0;
+	if (plan.write_trust) {
+		DMWARN("the superblock record names segment %llu, beyond the last replayed segment %llu: no copy of the log serves reads as clean",
+		       (unsigned long long)record,
+		       (unsigned long long)plan.last_flushed_id);
+		err = wb_write_trust(wb, plan.trusted_from_id);
+		if (err)
+			goto io_error;
+	}
+	wb->trusted_from_id = plan.trusted_from_id;
+
+	/* The torn newest segment is not part of the log. */
+	if (plan.zero_stop_slot) {
+		wb->segs[plan.stop_slot].id = 0;
 		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
-				 wb_slot_start_sector(k), wb->zero_block,
-				 wb_header_lbs(wb));
+				 wb_slot_start_sector(plan.stop_slot),
+				 wb->zero_block, wb_header_lbs(wb));
 		if (err)
 			goto io_error;
 	}
 
-	if (record > last_id) {
+	if (plan.rewrite_record) {
 		DMWARN("the superblock record names segment %llu, beyond the last replayed segment %llu: rewritten to %llu",
-		       (unsigned long long)record, (unsigned long long)last_id,
-		       (unsigned long long)lw);
-		wb_write_sb_record(wb, wb->bounce, lw);
+		       (unsigned long long)record,
+		       (unsigned long long)plan.last_flushed_id,
+		       (unsigned long long)plan.last_writeback_id);
+		wb_write_sb_record(wb, wb->bounce, plan.last_writeback_id);
 		if (wb_dead(wb)) {
 			err = -EIO;
 			goto io_error;
 		}
 	}
 
-	err = wb_write_kept_sectors(wb, last_id, lw, &wrote_backing);
+	err = wb_write_kept_sectors(wb, plan.last_flushed_id,
+				    plan.last_writeback_id, &wrote_backing);
 	if (err)
 		goto io_error;
 
@@ -791,7 +811,9 @@ static int wb_replay(struct wb_device *wb, char **error)
 		bool trusted = wb_clean_copy_trusted(seg->id, wb->trusted_from_id);
 		unsigned int j;
 
-		if (!seg->id || seg->id > lw)
+		if (!(k & 1023))
+			cond_resched();
+		if (!seg->id || seg->id > plan.last_writeback_id)
 			continue;
 		for (j = 0; j < seg->length; j++) {
 			struct wb_metablock *mb = &seg->mb[j];
@@ -814,13 +836,24 @@ static int wb_replay(struct wb_device *wb, char **error)
 		if (err)
 			goto io_error;
 	}
+	/*
+	 * What the walk read may still sit in the cache device's volatile
+	 * cache (a crash without a power cut): made durable, the replayed
+	 * segments may be written back and named by the record at once.
+	 */
+	err = wb_flush_dev(wb, WB_DEV_CACHE);
+	if (err)
+		goto io_error;
 
-	wb->last_sealed_id = last_id;
-	wb->last_flushed_id = last_id;
-	wb->last_writeback_id = lw;
+	wb->last_sealed_id = plan.last_flushed_id;
+	wb->last_durable_id = plan.last_flushed_id;
+	wb->last_writeback_id = plan.last_writeback_id;
+	wb->last_flushed_id = plan.last_flushed_id;
 	DMINFO("replayed the log: max id %llu, last flushed %llu, last written back %llu, %llu dirty blocks",
-	       (unsigned long long)max_id, (unsigned long long)last_id,
-	       (unsigned long long)lw, (unsigned long long)wb->nr_dirty);
+	       (unsigned long long)max_id,
+	       (unsigned long long)plan.last_flushed_id,
+	       (unsigned long long)plan.last_writeback_id,
+	       (unsigned long long)wb->nr_dirty);
 	return 0;
 
 io_error:

@@ -513,6 +513,8 @@ static int writeboost_preresume(struct dm_target *ti)
 			DMERR("cannot resume: %s (%d)", error, r);
 			return r;
 		}
+		/* The replayed ids before the bit: see wb_drop_caches. */
+		smp_mb__before_atomic();
 		set_bit(WB_F_STARTED, &wb->flags);
 	}
 	if (!wb->writeback_task) {
@@ -550,6 +552,16 @@ static int wb_drop_caches(struct wb_device *wb)
 {
 	u64 id;
 	int r;
+
+	/*
+	 * A reloaded table is live before its first resume has replayed the
+	 * log: until then its ids say nothing (last_flushed_id may be set,
+	 * last_writeback_id not yet), and writeback would start from them.
+	 */
+	if (!test_bit(WB_F_STARTED, &wb->flags))
+		return -EBUSY;
+	/* Pairs with writeboost_preresume's: the ids before the bit. */
+	smp_mb__after_atomic();
 
 	/*
 	 * Suspended, the threads are stopped and postsuspend put the RAM

@@ -42,11 +42,12 @@
  * (superblock record, data sync). Read-cache injection (rc_work) runs on
  * io_wq too.
  *
- * Lifecycle: the constructor only reads (sector 0, to refuse a foreign
- * device) and allocates. The first preresume formats or replays and starts
+ * Lifecycle: the constructor only reads (the start of the cache device, to
+ * refuse a foreign one) and allocates. The first preresume formats or replays and starts
  * both kthreads; postsuspend writes the RAM buffer out and stops them, so a
- * suspended instance does no I/O at all; the next preresume starts them
- * again. A reloaded table therefore replays only after the instance it
+ * suspended instance starts no I/O of its own (a drop_caches message still
+ * writes back, in its caller, as upstream allows); the next preresume
+ * starts them again. A reloaded table therefore replays only after the instance it
  * replaces has gone quiet, and an aborted reload never touches a device.
  */
 #ifndef DM_WBKIT_H

@@ -38,13 +38,17 @@ constexpr std::array finding_table{
 		    "a segment's checksum is the bitwise NOT of the right one (dm-writeboost before 2.0.2)"},
 	FindingInfo{torn_newest_segment, "torn-newest-segment", info,
 		    "the newest segment is torn, as after a power loss; it held no acknowledged flush, and replay discards it"},
-	FindingInfo{torn_rewrite_skipped, "torn-rewrite-skipped", info,
-		    "a slot near the oldest was being rewritten when the power was cut; replay skips it and counts it and "
-		    "the segments before it as written back"},
+	FindingInfo{torn_rewrite_skipped, "torn-rewrite-skipped", warning,
+		    "a slot near the oldest of a log another writer left fails its checksum with the id one lap behind: "
+		    "read as a rewrite the power cut tore, replay skips it and counts it and the segments before it as "
+		    "written back; read as damage, the log would stop there (wbrecover --no-torn-rewrite)"},
 	FindingInfo{id_gap, "id-gap", error, "segment ids skip values in ring order"},
 	FindingInfo{id_repeat, "id-repeat", error, "segment ids repeat or go backwards in ring order"},
 	FindingInfo{valid_segments_discarded, "valid-segments-discarded", error,
 		    "segments with good checksums lie after the point where replay stops, and the kernel discards them"},
+	FindingInfo{log_refused, "log-refused", error,
+		    "the log cannot be replayed as one ring in id order: the kernel refuses to construct on it and wbreplay "
+		    "refuses without --force (wbrecover salvages what it holds)"},
 };
 
 } // namespace

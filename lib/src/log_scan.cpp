@@ -319,19 +319,20 @@ private:
 			scan_.max_id = std::max(scan_.max_id, info.id);
 	}
 
-	// docs/FORMAT.md's replay walk, then the validator's look at the whole ring.
+	// docs/FORMAT.md's replay walk, by the shared decision (wb_replay_walk_slot),
+	// then the validator's look at the whole ring.
 	void walk()
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
+		scan_.torn_rewrites = options_.torn_rewrites.value_or(!scan_.trust_record);
+		wb_replay_walk_begin(&walk_, nr, scan_.max_id, scan_.torn_rewrites);
 		if (scan_.max_id == 0) {
 			scan_.stop_reason = StopReason::empty_log;
 			return;
 		}
-		const std::uint64_t oldest = wb_oldest_slot(scan_.max_id, nr);
-		bool stopped = false;
 		std::uint64_t previous_id = 0;
 		for (std::uint64_t step = 0; step < nr; ++step) {
-			const std::uint64_t slot = wb_ring_slot(oldest, step, nr);
+			const std::uint64_t slot = wb_ring_slot(walk_.oldest_slot, step, nr);
 			SlotInfo& info = scan_.slots[slot];
 			if (info.state == SlotState::empty)
 				continue;
@@ -339,6 +340,8 @@ private:
 				check_id_sequence(slot, previous_id, info.id);
 				previous_id = info.id;
 			}
+			const bool stopped = walk_.stopped;
+			const wb_walk_action action = wb_replay_walk_slot(&walk_, step, info.id, verdict(info.state));
 			if (stopped) {
 				if (slot_state_info(info.state).in_log)
 					++scan_.discarded_segments;
@@ -346,22 +349,24 @@ private:
 					report_bad_segment(slot, info, false);
 				continue;
 			}
-			const SlotStateInfo& meaning = slot_state_info(info.state);
-			if (meaning.in_log) {
+			switch (action) {
+			case WB_WALK_APPLY:
 				info.in_log = true;
 				scan_.log.push_back(LogSegment{.slot = slot, .id = info.id, .length = info.length});
-				continue;
-			}
-			if (torn_rewrite(step, info)) {
+				break;
+			case WB_WALK_RESTART:
 				skip_torn_rewrite(step, slot, info);
-				continue;
+				break;
+			case WB_WALK_STOP:
+				scan_.stop_reason = slot_state_info(info.state).stop;
+				scan_.stop_slot = slot;
+				report_bad_segment(slot, info, info.id == scan_.max_id);
+				break;
+			case WB_WALK_SKIP:
+				break;
 			}
-			stopped = true;
-			scan_.stop_reason = meaning.stop;
-			scan_.stop_slot = slot;
-			report_bad_segment(slot, info, info.id == scan_.max_id);
 		}
-		if (!stopped)
+		if (!walk_.stopped)
 			scan_.stop_reason = scan_.verified ? StopReason::end_of_ring : StopReason::not_verified;
 		if (scan_.discarded_segments > 0)
 			add(FindingCode::valid_segments_discarded, {.slot = scan_.stop_slot},
@@ -369,28 +374,42 @@ private:
 					scan_.discarded_segments, *scan_.stop_slot));
 	}
 
-	// docs/FORMAT.md replay step 2: a header that cannot be trusted (a checksum
-	// that fails, the legacy inverted one included, or an impossible length;
-	// not an unreadable one) in a slot a writer may have been rewriting.
-	bool torn_rewrite(std::uint64_t step, const SlotInfo& info) const
+	// What the walk makes of a slot: a checksum that fails (the legacy
+	// inverted one included) or an impossible length is bad; a headers-only
+	// scan assumes every segment good.
+	static wb_slot_verdict verdict(SlotState state)
 	{
-		const bool untrusted = info.state == SlotState::checksum_mismatch ||
-				       info.state == SlotState::legacy_checksum ||
-				       info.state == SlotState::length_too_large;
-		return untrusted && wb_torn_rewrite(step, info.id, scan_.max_id, scan_.geometry.nr_segments);
+		switch (state) {
+		case SlotState::empty:
+			return WB_SLOT_EMPTY;
+		case SlotState::valid:
+		case SlotState::unverified:
+			return WB_SLOT_VALID;
+		case SlotState::checksum_mismatch:
+		case SlotState::legacy_checksum:
+		case SlotState::length_too_large:
+			return WB_SLOT_BAD;
+		case SlotState::header_unreadable:
+		case SlotState::data_unreadable:
+			break;
+		}
+		return WB_SLOT_UNREADABLE;
 	}
 
 	// The log starts after the torn slot: what the walk applied so far is
 	// forgotten, and every id up to the slot's counts as written back
-	// (compute_writeback_point).
+	// (compute_writeback_point). Another writer's log only: the finding
+	// says what each reading of the slot would lose.
 	void skip_torn_rewrite(std::uint64_t step, std::uint64_t slot, const SlotInfo& info)
 	{
 		for (const LogSegment& seg : scan_.log)
 			scan_.slots[seg.slot].in_log = false;
 		add(FindingCode::torn_rewrite_skipped, {.slot = slot, .segment_id = info.id},
-		    fmt::format("segment {} ({}) holds the id one lap behind step {} of the walk: a rewrite the power cut "
-				"tore; the log starts after it, and it and the {} segment(s) before it count as written back",
-				info.id, slot_state_name(info.state), step, scan_.log.size()));
+		    fmt::format("segment {} ({}) holds the id one lap behind step {} of the walk: read as a rewrite the "
+				"power cut tore, the log starts after it, and it and the {} segment(s) before it (ids up to "
+				"{}) count as written back; read as damage, the log would stop at it and the segments after "
+				"it would not be replayed (wbrecover --no-torn-rewrite reads it so)",
+				info.id, slot_state_name(info.state), step, scan_.log.size(), info.id));
 		scan_.log.clear();
 		scan_.rewrite_slot = slot;
 		scan_.rewritten_id = info.id;
@@ -426,18 +445,23 @@ private:
 	void compute_writeback_point()
 	{
 		const std::uint64_t nr = scan_.geometry.nr_segments;
-		scan_.last_flushed_id = scan_.log.empty() ? 0 : scan_.log.back().id;
 		const std::uint64_t record = scan_.sb_record;
-		// A torn rewrite the walk skipped proves its id, and every older one, written back.
-		scan_.last_writeback_id =
-			std::max<std::uint64_t>(wb_last_writeback_id(scan_.last_flushed_id, record, nr), scan_.rewritten_id);
+		wb_replay_decide(&walk_, record, scan_.trusted_from_id, &scan_.decision);
+		scan_.last_flushed_id = scan_.decision.last_flushed_id;
+		scan_.last_writeback_id = scan_.decision.last_writeback_id;
 		for (LogSegment& seg : scan_.log)
-			seg.written_back = seg.id <= scan_.last_writeback_id;
+			seg.written_back = wb_segment_written_back(seg.id, scan_.last_writeback_id);
 
 		if (!wb_sb_record_in_range(record, scan_.max_id, nr))
 			add(FindingCode::sb_record_out_of_range, {.cache_offset = WB_SB_RECORD_OFFSET},
 			    fmt::format("record says segment {} was written back; the log holds ids {}..{}", record,
 					wb_previous_lap_id(scan_.max_id, nr), scan_.max_id));
+		if (scan_.refused())
+			add(FindingCode::log_refused,
+			    {.slot = scan_.decision.refusal_slot, .segment_id = scan_.decision.refusal_id},
+			    fmt::format("{}; the kernel refuses to construct on this log, wbreplay refuses without --force, "
+					"wbrecover --salvage takes what it holds",
+					wb_replay_refusal_text(scan_.decision.refusal)));
 	}
 
 	void build_index()
@@ -484,6 +508,7 @@ private:
 	LogScan& scan_;
 	AlignedBuffer buffer_;
 	std::unique_ptr<Mapping> entries_; // MetablockEntry records, entry_count_ of them
+	wb_replay_walk walk_{};
 	std::size_t entry_count_ = 0;
 };
 

@@ -112,14 +112,17 @@ public:
 					.output_bytes = output_->size_bytes()},
 				       false, report_.overridden);
 		}
-		const ScanOptions scan_options{
-			.verify_checksums = true, .backing_bytes = backing_.size_bytes(), .progress = options_.progress};
+		const ScanOptions scan_options{.verify_checksums = true,
+					       .backing_bytes = backing_.size_bytes(),
+					       .torn_rewrites = options_.torn_rewrites,
+					       .progress = options_.progress};
 		kernel_ = std::make_shared<LogScan>(scan_log(reader_, scan_options));
 		check_safety();
 		diagnose();
 		if (!options_.salvage)
 			note_record_hiding_segments();
 		note_torn_rewrite();
+		note_refusal();
 		read_slots();
 		std::shared_ptr<const LogScan> policy = options_.salvage ? salvage_log() : kernel_;
 		account_slots(*policy);
@@ -176,6 +179,20 @@ private:
 			"starts after it, and segments up to {} count as written back. Upstream's replay stops at the first "
 			"checksum that fails, and would not replay {}",
 			*k.rewrite_slot, k.rewritten_id, k.rewritten_id, dropped));
+	}
+
+	// The kernel would not construct on this log (wb_replay_decide): say so,
+	// with the way out this tool offers.
+	void note_refusal()
+	{
+		const LogScan& k = *kernel_;
+		if (!k.refused())
+			return;
+		report_.notes.push_back(fmt::format(
+			"the kernel refuses this log (log-refused): slot {}, segment {}: {}. {}",
+			k.decision.refusal_slot, k.decision.refusal_id, wb_replay_refusal_text(k.decision.refusal),
+			options_.salvage ? "--salvage takes the segments after the damage too"
+					 : "this run replays the part before it; --salvage also takes the segments after it"));
 	}
 
 	// Whether the kernel's walk skipped this slot as a torn rewrite (the last

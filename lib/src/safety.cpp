@@ -36,6 +36,11 @@ constexpr std::array refusal_table{
 		    "the output {output} ({output_bytes} bytes) is smaller than the backing device {backing} "
 		    "({backing_bytes} bytes)",
 		    "", ""},
+	RefusalInfo{log_refused, "log-refused", true,
+		    "{cache}: the kernel refuses to replay this log: {first}",
+		    " (wbrecover --salvage takes every segment it can read; --force replays the log up to where the walk "
+		    "stops, as a tool that ignores the damage would)",
+		    "; segments after the damage are not replayed"},
 };
 
 } // namespace
@@ -129,7 +134,18 @@ std::vector<std::string> check_replay_safety(const Device& cache, const Device& 
 					     bool force)
 {
 	check_distinct(cache, "the cache", backing, "the backing device");
-	return check_cache_safety(cache, backing, scan, {.force = force});
+	std::vector<std::string> overridden = check_cache_safety(cache, backing, scan, {.force = force});
+	// A log the kernel would not replay (a damaged segment before the newest,
+	// ids out of order): replaying what the walk reads of it would drop or
+	// reorder acknowledged data.
+	if (scan.replayable() && scan.refused()) {
+		const RefusalContext context{
+			.cache = cache.path(),
+			.first = fmt::format("slot {}, segment {}: {}", scan.decision.refusal_slot, scan.decision.refusal_id,
+					     wb_replay_refusal_text(scan.decision.refusal))};
+		refuse(log_refused, context, force, overridden);
+	}
+	return overridden;
 }
 
 } // namespace wbkit

@@ -136,6 +136,7 @@ class FindingCode(enum.Enum):
     ID_GAP = "id-gap"
     ID_REPEAT = "id-repeat"
     VALID_SEGMENTS_DISCARDED = "valid-segments-discarded"
+    LOG_REFUSED = "log-refused"
 
 class FindingInfo:
     @property

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import FIXTURES, OK, ROOT, fixture_images, run, sha256, tool_path
+from conftest import DAMAGE, FIXTURES, OK, ROOT, fixture_images, run, sha256, tool_path
 
 STATES = [FIXTURES / "crash-findings" / name for name in ("upstream-torn-stale-header", "wbkit-torn-stale-header")]
 
@@ -57,11 +57,15 @@ def test_wbreplay_keeps_every_flushed_write(fixture, tmp_path, wbstamp):
 def test_wbdump_names_the_skipped_slot(fixture, tmp_path):
     cache, backing = fixture_images(fixture, tmp_path)
     done = run([tool_path("wbdump"), "--json", "--backing", backing, cache])
-    assert done.returncode == OK, done.stdout + done.stderr  # info only: no damage
+    # A warning: media damage there would read the same (docs/FORMAT.md, replay step 2).
+    assert done.returncode == DAMAGE, done.stdout + done.stderr
     doc = json.loads(done.stdout)
     skipped = [f for f in doc["findings"] if f["code"] == "torn-rewrite-skipped"]
     assert len(skipped) == 1
-    assert skipped[0]["severity"] == "info"
+    assert skipped[0]["severity"] == "warning"
+    assert "read as damage, the log would stop at it" in skipped[0]["message"]
+    assert "wbrecover --no-torn-rewrite" in skipped[0]["message"]
+    assert not [f for f in doc["findings"] if f["code"] == "log-refused"]
     slot = skipped[0]["place"]["slot"]
     assert slot is not None and skipped[0]["place"]["segment_id"] is not None
     assert "count as written back" in skipped[0]["message"]
@@ -87,3 +91,18 @@ def test_wbrecover_reports_what_upstream_would_have_lost(fixture, tmp_path, wbst
     text = run([tool_path("wbrecover"), "--cache", cache, "--backing", backing, "--output", tmp_path / "again.img"])
     assert text.returncode == OK, text.stdout + text.stderr
     assert "torn-rewrite-skipped" in text.stdout
+
+
+@pytest.mark.parametrize("fixture", STATES, ids=[s.name for s in STATES])
+def test_wbrecover_takes_the_other_reading_when_asked(fixture, tmp_path):
+    cache, backing = fixture_images(fixture, tmp_path)
+    cache_before = sha256(cache)
+    done = run([tool_path("wbrecover"), "--cache", cache, "--backing", backing, "--no-torn-rewrite", "--dry-run",
+                "--json", "-q"])
+    assert done.returncode in (OK, DAMAGE), done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["torn_rewrite"] is None
+    assert doc["log"]["stop"]["reason"] == "checksum-mismatch"
+    refused = [n for n in doc["notes"] if "log-refused" in n]
+    assert len(refused) == 1 and "torn rewrite" in refused[0], doc["notes"]
+    assert sha256(cache) == cache_before

@@ -131,14 +131,25 @@ def test_damage_is_replayed_as_the_kernel_would_and_reported(synth):
     # 30 slots, ids 1..30: id 12 lies at step 11, past the first 8 steps where
     # a bad checksum reads as a torn rewrite (docs/FORMAT.md, replay step 2).
     cache, backing, _ = synth("--writes", "600", "--flush-every", "20", "--corrupt-id", "12", damaged=True)
-    result = wbreplay("--cache", cache, "--backing", backing, "--json", "--mark-clean", "-q")
+    backing_before = sha256(backing)
+    # The kernel refuses this log (a damaged segment before the newest): so
+    # does wbreplay, before it writes anything, and it names the way out.
+    refused = wbreplay("--cache", cache, "--backing", backing, "--json", "--mark-clean", "-q")
+    assert refused.returncode == REFUSED, refused.stderr
+    assert refused.stdout == ""
+    assert "the kernel refuses to replay this log: slot 11, segment 12" in refused.stderr
+    assert "wbrecover --salvage" in refused.stderr and "--force" in refused.stderr
+    assert sha256(backing) == backing_before
+    # Forced, it replays what the walk reads, as a tool ignoring the damage would.
+    result = wbreplay("--cache", cache, "--backing", backing, "--json", "--force", "-q")
     assert result.returncode == DAMAGE
     report = json.loads(result.stdout)
     assert report["log"]["last_flushed_id"] == 11
     reasons = {s["id"]: s["reason"] for s in report["segments"]}
     assert reasons[12] == "checksum-mismatch" and reasons[13] == "after-stop-point"
     assert any("not replayed" in line for line in report["not_replayed"])
-    assert report["marked_clean"] is False and report["mark_clean_refused"]
+    assert any("the kernel refuses to replay this log" in line for line in report["forced"]), report["forced"]
+    assert report["marked_clean"] is False
 
 
 def test_torn_newest_segment_is_not_a_failure(synth):

@@ -18,7 +18,7 @@ TEST(FindingTable, EveryCodeHasOneUniqueNameAndSummary)
 		EXPECT_TRUE(names.insert(info.name).second) << info.name;
 		EXPECT_EQ(finding_info(info.code).name, info.name);
 	}
-	EXPECT_EQ(all_findings().size(), std::size_t(FindingCode::valid_segments_discarded) + 1);
+	EXPECT_EQ(all_findings().size(), std::size_t(FindingCode::log_refused) + 1);
 }
 
 TEST_F(Findings, BadMagic)

@@ -646,7 +646,7 @@ TEST(ReplaySafety, EveryRefusalHasOneUniqueNameAndItsForceWording)
 		// What --force does is said when refused, and only for refusals it overrides.
 		EXPECT_EQ(info.refused.find("--force") != std::string_view::npos, info.force_overrides) << info.name;
 	}
-	EXPECT_EQ(all_refusals().size(), std::size_t(Refusal::output_too_small) + 1);
+	EXPECT_EQ(all_refusals().size(), std::size_t(Refusal::log_refused) + 1);
 	const RefusalContext context{.cache = "c.img", .magic = 0x1234};
 	std::vector<std::string> overridden;
 	EXPECT_THROW(refuse(Refusal::no_magic, context, false, overridden), RefusedError);

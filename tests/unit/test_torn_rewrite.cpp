@@ -11,6 +11,7 @@
 #include <map>
 
 #include "temp_image.hpp"
+#include "wbkit/errors.hpp"
 #include "wbkit/log_scan.hpp"
 #include "wbkit/log_writer.hpp"
 #include "wbkit/recover.hpp"
@@ -26,16 +27,18 @@ constexpr std::uint64_t backing_bytes = 4ULL << 20;
 
 // A cache of nr slots and its backing device, written by the library's log
 // writer (which writes a segment back before its slot is reused), and the
-// newest flushed write of every block.
+// newest flushed write of every block. Formatted as upstream does (no trust
+// record: a log another writer left, where the rule applies) unless
+// own_log says it is dm-wbkit's.
 class Rig {
 public:
-	explicit Rig(std::uint64_t nr)
+	explicit Rig(std::uint64_t nr, bool own_log = false)
 	{
 		cache_path = dir.make_image("cache.img", superblock_size + nr * segment_size);
 		backing_path = dir.make_image("backing.img", backing_bytes);
 		cache = dir.open_rw(cache_path);
 		backing = dir.open_rw(backing_path);
-		writer.emplace(*cache, LogWriterOptions{.backing = backing.get()});
+		writer.emplace(*cache, LogWriterOptions{.trust_record = own_log, .backing = backing.get()});
 	}
 
 	// One segment: blocks 0..2, which every segment writes; a block of its
@@ -117,6 +120,15 @@ std::size_t count(const LogScan& s, FindingCode code)
 		std::count_if(s.findings.begin(), s.findings.end(), [&](const Finding& f) { return f.code == code; }));
 }
 
+Severity f_severity(const LogScan& s, FindingCode code)
+{
+	for (const Finding& f : s.findings)
+		if (f.code == code)
+			return f.severity;
+	ADD_FAILURE() << "no such finding";
+	return Severity::info;
+}
+
 std::vector<std::uint64_t> log_ids(const LogScan& s)
 {
 	std::vector<std::uint64_t> ids;
@@ -166,11 +178,17 @@ TEST(TornRewrite, AtStepZeroOfAFullRingTheLogStartsAfterIt)
 	EXPECT_EQ(s.last_writeback_id, 4u);
 	EXPECT_EQ(count(s, FindingCode::torn_rewrite_skipped), 1u);
 	EXPECT_EQ(count(s, FindingCode::checksum_mismatch), 0u);
-	EXPECT_FALSE(has_damage(s.findings)); // info only: nothing was lost
+	// A warning: media damage in that slot would read the same, and the
+	// finding says what the other reading would lose.
+	EXPECT_TRUE(has_damage(s.findings));
+	EXPECT_EQ(f_severity(s, FindingCode::torn_rewrite_skipped), Severity::warning);
 	const Finding& f = s.findings.back();
 	EXPECT_EQ(f.place.slot, r.slot_of(4));
 	EXPECT_EQ(f.place.segment_id, 4u);
-	EXPECT_NE(f.message.find("the 0 segment(s) before it count as written back"), std::string::npos) << f.message;
+	EXPECT_NE(f.message.find("it and the 0 segment(s) before it (ids up to 4) count as written back"),
+		  std::string::npos)
+		<< f.message;
+	EXPECT_NE(f.message.find("read as damage, the log would stop at it"), std::string::npos) << f.message;
 	EXPECT_FALSE(s.slots[r.slot_of(4)].in_log);
 	r.replay_and_check(s);
 }
@@ -190,7 +208,7 @@ TEST(TornRewrite, AtStepThreeTheSegmentsBeforeItAreForgotten)
 	for (const SectorSource& src : s.index)
 		EXPECT_GE(s.log[src.log_index].id, 8u);
 	EXPECT_NE(s.findings.back().message.find("the 3 segment(s) before it"), std::string::npos);
-	EXPECT_FALSE(has_damage(s.findings));
+	EXPECT_FALSE(s.refused());
 	r.replay_and_check(s);
 
 	// What wbreplay reports for each slot.
@@ -285,7 +303,7 @@ TEST(TornRewrite, WithATornNewestSegmentToo)
 	EXPECT_EQ(s.last_writeback_id, 5u); // max(8 - 6, 5)
 	EXPECT_EQ(count(s, FindingCode::torn_rewrite_skipped), 1u);
 	EXPECT_EQ(count(s, FindingCode::torn_newest_segment), 1u);
-	EXPECT_FALSE(has_damage(s.findings));
+	EXPECT_FALSE(s.refused());
 	r.replay_and_check(s);
 }
 
@@ -370,7 +388,7 @@ TEST(TornRewrite, IdsAtTheTopOfThe64BitRange)
 	EXPECT_EQ(log_ids(s), ids(base + 6, max64));
 	EXPECT_EQ(s.last_flushed_id, max64);
 	EXPECT_EQ(s.last_writeback_id, base + 5);
-	EXPECT_FALSE(has_damage(s.findings));
+	EXPECT_FALSE(s.refused());
 	r.replay_and_check(s);
 }
 
@@ -485,4 +503,99 @@ TEST(TornRewrite, RecoveryReportsWhatUpstreamsReplayWouldHaveDropped)
 	Rig r(6);
 	r.segments(9);
 	EXPECT_FALSE(recover(*r.cache, *r.backing, nullptr, {}).torn_rewrite.has_value());
+}
+
+void expect_damaged(const RecoveryReport& report, std::uint64_t id)
+{
+	const auto use = std::find_if(report.segments.begin(), report.segments.end(),
+				      [&](const SegmentUse& u) { return u.id == id; });
+	ASSERT_NE(use, report.segments.end());
+	EXPECT_EQ(use->reason, SegmentReason::checksum_mismatch);
+}
+
+// docs/FORMAT.md, replay step 2, "a cache dm-wbkit wrote": one corrupted byte
+// in the data of an old dirty segment of a wrapped log (16 slots, ids
+// 25..40 dirty: the writer wrote 1..24 back to reuse their slots), at step 3 of the walk
+// where the slot holds the id one lap behind: a torn-rewrite shape. dm-wbkit
+// invalidates headers before it rewrites a slot, so in its own log that is
+// damage, and reading it as a rewrite would count segments 25..28 as
+// written back: their data silently lost. The log is refused instead.
+TEST(TornRewrite, InALogDmWbkitWroteTheSameDamageIsRefused)
+{
+	Rig r(16, /*own_log=*/true);
+	r.segments(40);
+	ASSERT_EQ(r.writer->last_writeback_id(), 24u);
+	r.writer->corrupt_segment_data(28); // not written back: still dirty
+	const LogScan s = r.scan();
+	ASSERT_TRUE(s.trust_record);
+	EXPECT_FALSE(s.torn_rewrites);
+	EXPECT_TRUE(s.refused());
+	EXPECT_EQ(s.decision.refusal, WB_REPLAY_DAMAGED_REWRITE);
+	EXPECT_EQ(s.decision.refusal_slot, r.slot_of(28));
+	EXPECT_EQ(s.decision.refusal_id, 28u);
+	EXPECT_EQ(s.rewritten_id, 0u);
+	// The log stops at 28: the ring proves 27 - 16 written back, no more.
+	EXPECT_EQ(s.last_writeback_id, 11u);
+	EXPECT_EQ(log_ids(s), ids(25, 27));
+	EXPECT_EQ(s.stop_slot, r.slot_of(28));
+	EXPECT_EQ(count(s, FindingCode::torn_rewrite_skipped), 0u);
+	EXPECT_EQ(count(s, FindingCode::log_refused), 1u);
+	EXPECT_EQ(count(s, FindingCode::checksum_mismatch), 1u);
+
+	// wbreplay refuses it; forced, it replays 25..27 and nothing after.
+	EXPECT_THROW(replay_run(*r.cache, *r.backing, {}), RefusedError);
+	std::vector<std::byte> untouched(block_size);
+	r.backing->read_exact(125 * block_size, untouched); // segment 25's own block
+	EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](std::byte b) { return b == std::byte{0}; }));
+
+	// Recovery with salvage takes every segment after the damaged one too:
+	// every block but the damaged segment's own (block 128: 100 + 28) is
+	// right, and the report names segment 28 as damaged.
+	const RecoveryReport report = recover(*r.cache, *r.backing, nullptr, {.salvage = true});
+	EXPECT_FALSE(report.single_point_in_time);
+	expect_damaged(report, 28);
+	std::vector<std::byte> block(block_size);
+	for (const auto& [blk, seed] : r.model) {
+		if (blk == 128)
+			continue;
+		r.backing->read_exact(blk * block_size, block);
+		EXPECT_TRUE(block == pattern_bytes(block_size, seed)) << "block " << blk;
+	}
+}
+
+// The same state in a log another writer left (no trust record): the rule
+// reads it as a torn rewrite, and the warning says what each reading loses;
+// wbrecover --no-torn-rewrite takes the other reading.
+TEST(TornRewrite, InAnotherWritersLogTheRuleHoldsAndTheOtherReadingIsOffered)
+{
+	Rig r(16);
+	r.segments(40);
+	r.writer->corrupt_segment_data(28);
+	const LogScan s = r.scan();
+	EXPECT_TRUE(s.torn_rewrites);
+	EXPECT_FALSE(s.refused());
+	EXPECT_EQ(s.rewritten_id, 28u);
+	EXPECT_EQ(s.last_writeback_id, 28u);
+	EXPECT_EQ(log_ids(s), ids(29, 40));
+	ASSERT_EQ(count(s, FindingCode::torn_rewrite_skipped), 1u);
+	EXPECT_EQ(f_severity(s, FindingCode::torn_rewrite_skipped), Severity::warning);
+
+	const LogScan other = r.scan({.torn_rewrites = false});
+	EXPECT_TRUE(other.refused());
+	EXPECT_EQ(other.decision.refusal, WB_REPLAY_DAMAGED_REWRITE);
+	EXPECT_EQ(log_ids(other), ids(25, 27));
+	EXPECT_EQ(other.last_writeback_id, 11u);
+
+	RecoverOptions options{.salvage = true};
+	options.torn_rewrites = false;
+	const RecoveryReport report = recover(*r.cache, *r.backing, nullptr, options);
+	EXPECT_FALSE(report.torn_rewrite.has_value());
+	expect_damaged(report, 28);
+	std::vector<std::byte> block(block_size);
+	for (const auto& [blk, seed] : r.model) {
+		if (blk == 128)
+			continue;
+		r.backing->read_exact(blk * block_size, block);
+		EXPECT_TRUE(block == pattern_bytes(block_size, seed)) << "block " << blk;
+	}
 }

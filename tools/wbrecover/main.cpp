@@ -69,6 +69,7 @@ struct Options {
 	std::string output;
 	std::string report;
 	bool salvage = false;
+	bool no_torn_rewrite = false;
 	bool force = false;
 	bool dry_run = false;
 	wbkit::ProgressOptions progress{};
@@ -130,6 +131,8 @@ int run(const Options& o)
 
 	ProgressReporter progress("wbrecover", o.progress);
 	RecoverOptions options{.salvage = o.salvage, .force = o.force, .dry_run = o.dry_run, .output_path = o.output};
+	if (o.no_torn_rewrite)
+		options.torn_rewrites = false;
 	options.progress = progress.sink();
 	RecoveryReport report;
 	try {
@@ -174,6 +177,9 @@ int main(int argc, char** argv)
 	app.add_option("--backing", o.backing, "backing device or image file")->required();
 	app.add_option("--output", o.output, "copy the backing device here and recover onto the copy; the backing device is not written");
 	app.add_flag("--salvage", o.salvage, "take verifiable data beyond the kernel's consistent prefix");
+	app.add_flag("--no-torn-rewrite", o.no_torn_rewrite,
+		     "read a slot the kernel takes for another writer's torn rewrite as damage: the log stops there "
+		     "(with --salvage, the segments after it are still taken)");
 	app.add_option("--report", o.report, "write the full report as JSON to FILE (`-`: to stdout, as --json)");
 	app.add_flag("--json", o.json, "print the full report as one JSON document instead of text");
 	app.add_flag("--dry-run", o.dry_run,

@@ -39,6 +39,7 @@ enum class FindingCode {
 	id_gap,
 	id_repeat,
 	valid_segments_discarded,
+	log_refused,
 };
 
 struct FindingInfo {

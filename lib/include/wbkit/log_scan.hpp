@@ -27,6 +27,10 @@ struct ScanOptions {
 	bool verify_checksums = true;
 	// Size of the backing device, to report metablocks that point past it.
 	std::optional<std::uint64_t> backing_bytes{};
+	// Whether the torn-rewrite rule applies (docs/FORMAT.md, replay step
+	// 2). Unset: as the kernel decides, only on a cache without the trust
+	// record. false reads such a slot as damage (wbrecover --no-torn-rewrite).
+	std::optional<bool> torn_rewrites{};
 	// Phase "scan": after each segment slot, the cache bytes covered so far
 	// and in total (slots x 512 KiB), from one thread at a time.
 	ProgressSink progress{};
@@ -156,6 +160,12 @@ struct LogScan {
 
 	std::uint64_t last_flushed_id = 0;
 	std::uint64_t last_writeback_id = 0;
+	// The shared replay decision (wb_replay_decide) the walk arrived at:
+	// whether the kernel refuses the log, and what it writes before going
+	// live. last_flushed_id and last_writeback_id above are its values.
+	bool torn_rewrites = false; // the rule the walk applied
+	wb_replay_plan decision{};
+	bool refused() const { return decision.refusal != WB_REPLAY_OK; }
 
 	// Sorted by (block_sector, log_index); a block has one entry per copy
 	// that is newest for some of its sectors.

@@ -19,6 +19,9 @@ struct LogWriterOptions {
 	// Zero the superblock region and every slot header, write the clean-copy
 	// trust record (from id 1, as dm-wbkit does), then the magic.
 	bool format = true;
+	// Off: format as upstream does, without the trust record: a log another
+	// writer left, where the torn-rewrite rule applies (docs/FORMAT.md).
+	bool trust_record = true;
 	// A partial write over an older dirty copy takes that copy's other dirty
 	// sectors into the new block, as the target does. Off: the new entry
 	// carries only its own sectors and the older entry still decides the rest.

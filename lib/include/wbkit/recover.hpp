@@ -40,6 +40,10 @@ struct RecoverOptions {
 	// Beyond the kernel's consistent prefix: valid segments after a gap, and
 	// metablocks of unverifiable segments whose metablock and data read fine.
 	bool salvage = false;
+	// The other reading of a slot the kernel's walk takes for another
+	// writer's torn rewrite (docs/FORMAT.md, replay step 2): damage, where
+	// the log stops. ScanOptions::torn_rewrites; unset: as the kernel reads it.
+	std::optional<bool> torn_rewrites{};
 	unsigned retries = 2;
 	// Go on without the writeboost magic, or with blocks past the backing end.
 	bool force = false;

@@ -24,6 +24,7 @@ enum class Refusal : std::uint8_t {
 	no_magic,              // an unformatted cache: the target would format it
 	blocks_beyond_backing, // the log names blocks past the backing device's end
 	output_too_small,      // a block device as output, smaller than the backing device
+	log_refused,           // wbreplay only: the kernel refuses the log (wb_replay_decide)
 };
 
 struct RefusalInfo {
