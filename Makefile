@@ -5,7 +5,8 @@ BUILD_FUZZ ?= build-fuzz
 BUILD_TSAN ?= build-tsan
 # The engine fuzzer without AddressSanitizer, for long runs (make fuzz-long).
 BUILD_FUZZ_FAST ?= build-fuzz-fast
-# make fuzz-long FUZZ_SECONDS=3600 (or FUZZ_RUNS=10000000)
+# make fuzz-long FUZZ_SECONDS=3600 (or FUZZ_RUNS=10000000); the replay
+# decision's fuzzer alike: make fuzz-replay-long FUZZ_RUNS=10000000
 FUZZ_SECONDS ?= 600
 FUZZ_RUNS ?= 0
 # FUZZ_FORKS=2: that many worker processes (libFuzzer fork mode)
@@ -18,7 +19,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long test-python test-vm test-vm-debug test-vm-612 test-stress kdebug test-crash bench kmod clean
+.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-vm-612 test-stress kdebug test-crash bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -107,7 +108,7 @@ test-tsan: deps-build
 
 fuzz-configure: deps-build
 	@test -f $(BUILD_FUZZ)/CMakeCache.txt || cmake -S . -B $(BUILD_FUZZ) -DWBKIT_FUZZ=ON -DWBKIT_PYTHON=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_parsers fuzz_engine
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_parsers fuzz_engine fuzz_replay
 
 test-fuzz: fuzz-configure
 	tests/fuzz/run.sh $(BUILD_FUZZ)
@@ -118,6 +119,13 @@ fuzz-long: fuzz-configure
 	@test -f $(BUILD_FUZZ_FAST)/CMakeCache.txt || cmake -S . -B $(BUILD_FUZZ_FAST) -DWBKIT_FUZZ=ON -DWBKIT_FUZZ_ASAN=OFF -DWBKIT_PYTHON=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
 	cmake --build $(BUILD_FUZZ_FAST) -j $(JOBS) --target fuzz_engine
 	FUZZ_FORKS=$(FUZZ_FORKS) tests/fuzz/long.sh $(BUILD_FUZZ_FAST) $(FUZZ_SECONDS) $(FUZZ_RUNS) $(BUILD_FUZZ)
+
+# The same for the replay decision's fuzzer (format/wbkit_format.h against
+# its model); the grown corpus is left in $(BUILD_FUZZ_FAST)/fuzz-long-corpus-replay.
+fuzz-replay-long: fuzz-configure
+	@test -f $(BUILD_FUZZ_FAST)/CMakeCache.txt || cmake -S . -B $(BUILD_FUZZ_FAST) -DWBKIT_FUZZ=ON -DWBKIT_FUZZ_ASAN=OFF -DWBKIT_PYTHON=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+	cmake --build $(BUILD_FUZZ_FAST) -j $(JOBS) --target fuzz_replay
+	FUZZ_TARGET=fuzz_replay FUZZ_FORKS=$(FUZZ_FORKS) tests/fuzz/long.sh $(BUILD_FUZZ_FAST) $(FUZZ_SECONDS) $(FUZZ_RUNS) $(BUILD_FUZZ)
 
 test-vm: deps all
 	tests/vm/run-all.sh $(BUILD)

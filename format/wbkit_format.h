@@ -452,10 +452,10 @@ static inline void wb_replay_refuse(struct wb_replay_walk *w,
 
 /*
  * Step `step` (0 .. nr_segments - 1, each once, in order) of the walk: the
- * slot wb_ring_slot(oldest_slot, step) holds id (0 when empty or
- * unreadable) and the caller's verdict on it. Every step is visited, also
- * after the stop, where only the slot of each id is checked and the
- * verdict is not looked at (the kernel reads no segment there).
+ * slot wb_ring_slot(oldest_slot, step) holds id (0 when empty or when its
+ * header could not be read) and the caller's verdict on it. Every step is
+ * visited, also after the stop, where only the slot of each id is checked
+ * and the verdict is not looked at (the kernel reads no segment there).
  */
 static inline enum wb_walk_action
 wb_replay_walk_slot(struct wb_replay_walk *w, __u64 step, __u64 id,
@@ -463,15 +463,24 @@ wb_replay_walk_slot(struct wb_replay_walk *w, __u64 step, __u64 id,
 {
 	__u64 slot = wb_ring_slot(w->oldest_slot, step, w->nr_segments);
 
-	if (verdict == WB_SLOT_EMPTY || w->max_id == 0)
+	if (verdict == WB_SLOT_EMPTY)
 		return WB_WALK_SKIP;
-	/* A grown cache device, stale slots, a damaged id (FORMAT.md). */
-	if (verdict != WB_SLOT_UNREADABLE &&
-	    wb_slot_of_id(id, w->nr_segments) != slot)
+	/* Only headers that cannot be read: nothing to replay, nothing known. */
+	if (w->max_id == 0) {
+		if (verdict == WB_SLOT_UNREADABLE)
+			wb_replay_refuse(w, WB_REPLAY_UNREADABLE, slot, id);
+		return WB_WALK_SKIP;
+	}
+	/*
+	 * A grown cache device, stale slots, a damaged id (FORMAT.md). An id
+	 * of 0 here is a header that could not be read; a read header whose
+	 * data could not be read still names its id.
+	 */
+	if (id && wb_slot_of_id(id, w->nr_segments) != slot)
 		wb_replay_refuse(w, WB_REPLAY_SLOT_MISMATCH, slot, id);
 	if (w->stopped)
 		return WB_WALK_SKIP;
-	if (verdict != WB_SLOT_UNREADABLE) {
+	if (id) {
 		/* A lap out of order. A gap is a header that never landed. */
 		if (w->last_seen_id && id <= w->last_seen_id)
 			wb_replay_refuse(w, WB_REPLAY_IDS_NOT_RISING, slot, id);

@@ -327,7 +327,12 @@ private:
 		scan_.torn_rewrites = options_.torn_rewrites.value_or(!scan_.trust_record);
 		wb_replay_walk_begin(&walk_, nr, scan_.max_id, scan_.torn_rewrites);
 		if (scan_.max_id == 0) {
+			// Nothing to replay; a header that could not be read is still a refusal.
 			scan_.stop_reason = StopReason::empty_log;
+			for (std::uint64_t step = 0; step < nr; ++step) {
+				const SlotInfo& info = scan_.slots[wb_ring_slot(walk_.oldest_slot, step, nr)];
+				wb_replay_walk_slot(&walk_, step, info.id, verdict(info.state));
+			}
 			return;
 		}
 		std::uint64_t previous_id = 0;

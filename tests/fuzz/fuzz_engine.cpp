@@ -1,8 +1,10 @@
 // libFuzzer target that reaches the engines: the input describes a small
 // cache (a few slots: ids, lengths, metablocks, checksums valid or not, the
-// superblock record and magic) built on the in-memory device, and the harness
-// runs the scan, the replay plan and its execution, and recovery with and
-// without salvage, asserting the invariants:
+// superblock record and magic, sometimes the trust record) built on the
+// in-memory device, and the harness runs the scan, the replay plan and its
+// execution, and recovery with and without salvage, asserting the invariants:
+//   - the scan's last_flushed_id, last_writeback_id and refusal (whether the
+//     kernel refuses the log) are the kernel-rule model's;
 //   - every planned write lies inside the backing device;
 //   - per sector, the plan writes exactly the copy the kernel-rule model
 //     (tests/support/replay_model.hpp) says is newest and dirty;
@@ -156,6 +158,13 @@ void build_image(Input& in, std::vector<std::byte>& image, std::vector<Written>&
 			h.checksum = std::uint32_t(in.u64());
 		}
 		write_segment_header(seg.first(block_size), h);
+	}
+	// The trust record, as dm-wbkit writes it when it formats: the torn-rewrite
+	// rule is off on such a cache. Its value is read last, so that the bytes
+	// before it decode as they did before the record was fuzzed.
+	if (flags & 0x20) {
+		written.push_back({WB_TRUST_SECTOR * sector_size, sector_size});
+		write_clean_trust(std::span(image).subspan(WB_TRUST_SECTOR * sector_size, sector_size), in.u8() % 8);
 	}
 }
 
@@ -388,9 +397,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 	const auto scan = std::make_shared<const LogScan>(scan_log(cache, {.backing_bytes = backing_sectors * sector_size}));
 	const wbkit::testing::KernelRuleModel model(cache.bytes());
-	if (model.last_flushed_id() != scan->last_flushed_id || model.last_writeback_id() != scan->last_writeback_id)
-		fail("scan and model disagree on last_flushed_id / last_writeback_id", scan->last_flushed_id,
-		     model.last_flushed_id());
+	if (model.last_flushed_id() != scan->last_flushed_id)
+		fail("scan and model disagree on last_flushed_id", scan->last_flushed_id, model.last_flushed_id());
+	if (model.last_writeback_id() != scan->last_writeback_id)
+		fail("scan and model disagree on last_writeback_id", scan->last_writeback_id, model.last_writeback_id());
+	if (model.refused() != scan->refused())
+		fail("scan and model disagree on whether the kernel refuses the log", scan->refused(), model.refused());
 
 	// Small extents too, so merging across segments and blocks is exercised.
 	const std::uint64_t max_extent = (size % 3 == 0) ? block_size : 64 * 1024;

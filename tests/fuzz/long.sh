@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# A long run of the engine fuzzer, for a given time or number of executions,
-# from the committed corpus (new finds go to a scratch copy). Prints the
+# A long run of the engine fuzzer (or of FUZZ_TARGET: fuzz_replay, the replay
+# decision), for a given time or number of executions, from the committed
+# corpus (new finds go to a scratch copy). Prints the
 # executions, the rate and the coverage libFuzzer reached. With ASAN_BUILD_DIR
 # (a build of the same target with AddressSanitizer), every input of the grown
 # corpus is run again there at the end: the long run itself can then use a
 # build without ASan, at several times the rate. The grown corpus is left in
-# FUZZ_BUILD_DIR/fuzz-long-corpus, for `fuzz_engine -merge=1` into the
-# committed one.
+# FUZZ_BUILD_DIR/fuzz-long-corpus (fuzz-long-corpus-replay for fuzz_replay),
+# for `fuzz_engine -merge=1` into the committed one.
 # Usage: tests/fuzz/long.sh FUZZ_BUILD_DIR [SECONDS] [RUNS] [ASAN_BUILD_DIR]   (RUNS 0: no limit)
 # FUZZ_FORKS=N (default 1): libFuzzer's fork mode, N worker processes sharing
 # one corpus, for a long run on several cores; the executions, the time and
@@ -19,15 +20,21 @@ asan_build=${4:+$(realpath "$4")}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$root/tests/fuzz/corpus/engine" "$work/corpus"
+target=${FUZZ_TARGET:-fuzz_engine}
+case "$target" in
+fuzz_engine) corpus=engine kept="$build/fuzz-long-corpus" ;;
+fuzz_replay) corpus=replay kept="$build/fuzz-long-corpus-replay" ;;
+*) echo "long.sh: FUZZ_TARGET is fuzz_engine or fuzz_replay, not $target" >&2; exit 2 ;;
+esac
+cp -r "$root/tests/fuzz/corpus/$corpus" "$work/corpus"
 forks=${FUZZ_FORKS:-1}
 limits=(-max_total_time="$seconds")
 [ "$runs" -gt 0 ] && limits=(-runs="$runs")
 [ "$forks" -gt 1 ] && limits+=(-fork="$forks")
-echo "fuzz-long: fuzz_engine, ${limits[*]}, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "fuzz-long: $target, ${limits[*]}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 start=$(date +%s)
 status=0
-/usr/bin/time -f "%U %S" -o "$work/cpu" "$build/tests/fuzz/fuzz_engine" "${limits[@]}" -rss_limit_mb=2048 \
+/usr/bin/time -f "%U %S" -o "$work/cpu" "$build/tests/fuzz/$target" "${limits[@]}" -rss_limit_mb=2048 \
 	-print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" 2>"$work/log" || status=$?
 elapsed=$(( $(date +%s) - start ))
 tail -3 "$work/log" | grep -E "^#|DONE" || true
@@ -52,13 +59,13 @@ fi
 if [ -n "$asan_build" ]; then
 	found=$(ls "$work/corpus" | wc -l)
 	echo "fuzz-long: running the $found inputs of the grown corpus under ASan"
-	if ! "$asan_build/tests/fuzz/fuzz_engine" -runs=0 -rss_limit_mb=2048 -artifact_prefix="$work/" "$work/corpus" 2>"$work/asan.log"; then
+	if ! "$asan_build/tests/fuzz/$target" -runs=0 -rss_limit_mb=2048 -artifact_prefix="$work/" "$work/corpus" 2>"$work/asan.log"; then
 		grep -B5 -A30 "ERROR\|invariant broken" "$work/asan.log" | head -60
 		mkdir -p "$root/build-fuzz/crashes" && cp "$work"/crash-* "$work"/leak-* "$root/build-fuzz/crashes/" 2>/dev/null || true
 		echo "fuzz-long: FAILED under ASan (artifacts in build-fuzz/crashes)"
 		exit 1
 	fi
 fi
-rm -rf "$build/fuzz-long-corpus"
-cp -r "$work/corpus" "$build/fuzz-long-corpus"
-echo "fuzz-long: no crash; grown corpus in $build/fuzz-long-corpus"
+rm -rf "$kept"
+cp -r "$work/corpus" "$kept"
+echo "fuzz-long: no crash; grown corpus in $kept"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# A short, bounded libFuzzer run of both targets: the parsers, seeded from the
-# fixtures' segment headers, and the engine (scan, plan, recovery) from its
-# committed corpus. Any crash, leak, sanitizer report or broken invariant
-# fails the run. `make fuzz-long` runs the engine target for longer.
+# A short, bounded libFuzzer run of the three targets: the parsers, seeded
+# from the fixtures' segment headers, the engine (scan, plan, recovery) and
+# the replay decision (against its model), each from its committed corpus.
+# Any crash, leak, sanitizer report or broken invariant fails the run.
+# `make fuzz-long` runs the engine target for longer, `make fuzz-replay-long`
+# the replay decision's.
 # Usage: tests/fuzz/run.sh FUZZ_BUILD_DIR [SECONDS]   (SECONDS per target)
 set -euo pipefail
 build=$(realpath "${1:?usage: $0 FUZZ_BUILD_DIR [SECONDS]}")
@@ -26,10 +28,12 @@ done
 
 echo "fuzz: $n fixtures seeded the parser corpus; running each target for ${seconds}s"
 cp -r "$root/tests/fuzz/corpus/engine" "$work/engine-corpus"
+cp -r "$root/tests/fuzz/corpus/replay" "$work/replay-corpus"
 failed=0
-for target in fuzz_parsers fuzz_engine; do
+for target in fuzz_parsers fuzz_engine fuzz_replay; do
 	corpus="$work/corpus"
 	[ "$target" = fuzz_engine ] && corpus="$work/engine-corpus"
+	[ "$target" = fuzz_replay ] && corpus="$work/replay-corpus"
 	if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$work/" "$corpus" 2>"$work/$target.log"; then
 		tail -50 "$work/$target.log"
@@ -41,4 +45,4 @@ for target in fuzz_parsers fuzz_engine; do
 	echo "$target: $(grep -E "stat::number_of_executed_units|stat::average_exec_per_sec" "$work/$target.log" | tr -s ' ' | tr '\n' ' ')"
 done
 [ "$failed" -eq 0 ] || exit 1
-echo "fuzz: 2 passed, 0 failed"
+echo "fuzz: 3 passed, 0 failed"

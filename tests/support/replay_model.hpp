@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <span>
@@ -146,11 +147,18 @@ inline std::int64_t first_difference(const std::vector<std::byte>& a, const std:
 
 // FORMAT.md's replay rules written out plainly over the raw bytes of a cache
 // image, without the library's scan: the slot walk, the newest entry per
-// sector (across overlapping unaligned metablocks too), last_writeback_id.
-// The fuzzer and the tests hold the scan and the plan against it.
+// sector (across overlapping unaligned metablocks too), last_writeback_id,
+// and whether the kernel refuses the log. The fuzzer and the tests hold the
+// scan and the plan against it.
+//
+// The torn-rewrite rule applies only to a log another writer left, that is
+// a cache without the trust record (sector 8: le32 magic 0x72544257 at byte
+// 0); torn_rewrites overrides that, as ScanOptions::torn_rewrites does. A
+// refused log (refused()) is still walked and planned up to its stop, as the
+// library plans it for wbreplay --force.
 class KernelRuleModel {
 public:
-	explicit KernelRuleModel(const std::vector<std::byte>& image)
+	explicit KernelRuleModel(const std::vector<std::byte>& image, std::optional<bool> torn_rewrites = std::nullopt)
 	{
 		if (image.size() < superblock_size + segment_size)
 			return;
@@ -162,9 +170,16 @@ public:
 			return v;
 		};
 		const std::uint64_t record = le(WB_SB_RECORD_OFFSET, 8);
+		const bool trust_record = le(8 * 512, 4) == 0x72544257;
+		const bool torn_rule = torn_rewrites.value_or(!trust_record);
 		std::uint64_t max_id = 0;
-		for (std::uint64_t slot = 0; slot < nr; ++slot)
-			max_id = std::max(max_id, le(superblock_size + slot * segment_size, 8));
+		for (std::uint64_t slot = 0; slot < nr; ++slot) {
+			const std::uint64_t id = le(superblock_size + slot * segment_size, 8);
+			max_id = std::max(max_id, id);
+			// Every segment must sit in the slot of its id: (id - 1) mod nr.
+			if (id != 0 && (id - 1) % nr != slot)
+				refused_ = true;
+		}
 		if (max_id == 0)
 			return;
 		struct Applied {
@@ -173,6 +188,7 @@ public:
 		};
 		std::vector<Applied> log;
 		std::uint64_t rewritten = 0; // the id of a torn rewrite the walk skipped
+		std::uint64_t previous = 0;  // the id met before in the walk, 0: none yet
 		for (std::uint64_t step = 0; step < nr; ++step) {
 			// The slot after max_id's, as the kernel finds it: (max_id mod nr) + step,
 			// never max_id + step, which wraps past 2^64 - 1.
@@ -181,6 +197,10 @@ public:
 			const std::uint64_t id = le(base, 8);
 			if (id == 0)
 				continue;
+			// Ids rise in ring order up to the stop, bad segments' too.
+			if (previous != 0 && id <= previous)
+				refused_ = true;
+			previous = id;
 			const unsigned length = unsigned(le(base + 12, 1));
 			const bool good = length <= blocks_per_segment &&
 					  crc32c(std::span(image).subspan(base + 512, block_size * (length + 1) - 512)) ==
@@ -192,14 +212,19 @@ public:
 			// A torn rewrite: in the first 8 steps but the last, of a log
 			// that filled the ring, the id one lap behind max_id + 1 + step.
 			// The log starts after it; ids up to it are written back.
-			if (max_id >= nr && step < 8 && step + 1 < nr && max_id - id == nr - 1 - step) {
+			if (torn_rule && max_id >= nr && step < 8 && step + 1 < nr && max_id - id == nr - 1 - step) {
 				log.clear();
 				rewritten = id;
 				continue;
 			}
+			// Only the newest segment may end the log: a power cut tore it.
+			if (id != max_id)
+				refused_ = true;
 			break;
 		}
-		last_flushed_id_ = log.empty() ? 0 : log.back().id;
+		// A torn rewrite proves its id flushed and written back, even with
+		// nothing applied after it.
+		last_flushed_id_ = std::max(log.empty() ? 0 : log.back().id, rewritten);
 		const std::uint64_t inferred = last_flushed_id_ > nr ? last_flushed_id_ - nr : 0;
 		last_writeback_id_ = std::max({inferred, std::min(record, last_flushed_id_), rewritten});
 
@@ -231,12 +256,17 @@ public:
 
 	std::uint64_t last_flushed_id() const { return last_flushed_id_; }
 	std::uint64_t last_writeback_id() const { return last_writeback_id_; }
+	// The kernel refuses to construct on the log: a segment in a slot not
+	// its id's, ids that do not rise up to the stop, or a stop before the
+	// newest segment.
+	bool refused() const { return refused_; }
 	// Backing sector -> byte offset on the cache of the data replay writes there.
 	const std::map<std::uint64_t, std::uint64_t>& writes() const { return writes_; }
 
 private:
 	std::uint64_t last_flushed_id_ = 0;
 	std::uint64_t last_writeback_id_ = 0;
+	bool refused_ = false;
 	std::map<std::uint64_t, std::uint64_t> writes_;
 };
 
