@@ -19,7 +19,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-vm-612 test-stress kdebug test-crash bench kmod clean
+.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-vm-612 test-stress kdebug test-crash test-mutants test-mutants-quick bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -88,6 +88,7 @@ test: deps
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
+	$(MAKE) test-mutants-quick
 	$(MAKE) test-vm
 
 test-unit: all
@@ -164,6 +165,18 @@ test-stress: deps all
 # `make test`, which runs the bounded subset (ctest crash_smoke).
 test-crash: deps all kmod
 	tests/crash/run.sh $(BUILD)
+
+# The mutant gate (tests/mutants/run.sh): patches that each make one known
+# mistake in kmod/ or the replay decision; each must fail one of its tests.
+# make test runs the ones its fuzzer catches (seconds); every mutant with
+# its VM scenarios takes about half an hour. MUTANTS="name ..." runs those.
+MUTANTS ?=
+MUTANTS_IN_TEST = every-bad-checksum-a-torn-rewrite torn-rewrite-rule-on-own-logs
+test-mutants: deps all kmod
+	tests/mutants/run.sh $(BUILD) $(MUTANTS)
+
+test-mutants-quick: deps-build
+	tests/mutants/run.sh $(BUILD) $(MUTANTS_IN_TEST)
 
 bench: all
 	bench/run.sh $(BUILD)
