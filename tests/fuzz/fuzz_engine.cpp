@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_input.hpp"
 #include "replay_model.hpp"
 #include "wbkit/endian.hpp"
 #include "wbkit/errors.hpp"
@@ -42,25 +43,6 @@ namespace {
 constexpr unsigned max_slots = 4;
 constexpr unsigned max_metablocks = 12;        // per slot described by the input
 constexpr std::uint64_t backing_sectors = 256; // 128 KiB: sectors near it are reachable
-
-// Reads the input front to back; past its end every value is zero.
-class Input {
-public:
-	Input(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-	std::uint8_t u8() { return pos_ < size_ ? data_[pos_++] : 0; }
-	std::uint64_t u64()
-	{
-		std::uint64_t v = 0;
-		for (int i = 0; i < 8; ++i)
-			v |= std::uint64_t(u8()) << (8 * i);
-		return v;
-	}
-
-private:
-	const std::uint8_t* data_;
-	std::size_t size_;
-	std::size_t pos_ = 0;
-};
 
 [[noreturn]] void fail(const char* what, std::uint64_t a = 0, std::uint64_t b = 0)
 {

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "fuzz_input.hpp"
 #include "wbkit_format.h"
 
 namespace {
@@ -103,25 +104,6 @@ struct Answer {
 	bool rewrite_record = false;
 
 	void add(Action action, std::uint64_t slot, std::uint64_t id) { events[nr_events++] = {action, slot, id}; }
-};
-
-// Reads the input front to back; past its end every value is zero.
-class Input {
-public:
-	Input(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-	std::uint8_t u8() { return pos_ < size_ ? data_[pos_++] : 0; }
-	std::uint64_t u64()
-	{
-		std::uint64_t v = 0;
-		for (int i = 0; i < 8; ++i)
-			v |= std::uint64_t(u8()) << (8 * i);
-		return v;
-	}
-
-private:
-	const std::uint8_t* data_;
-	std::size_t size_;
-	std::size_t pos_ = 0;
 };
 
 // A value near `around`: a little below or above it, wrapping as u64 does.

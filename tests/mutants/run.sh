@@ -16,12 +16,18 @@
 #                      over its seed corpus and MUTANT_FUZZ_RUNS more inputs
 #   vm:SCENARIO        the mutant's kmod/ built, the scenario run on it
 #                      (tests/vm/run-all.sh; a skip is not a catch)
+#   crash:MODE         a dm-log-writes recording of the mutant module
+#                      (tests/crash/record.sh wbkit MODE, MUTANT_CRASH_OPS
+#                      stamped writes) and every crash state of it checked
+#                      offline by wbcrash: a power cut that drops what was
+#                      not flushed, torn in any order
 # A patch that no longer applies is an error: update the mutant.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(realpath "${1:?usage: $0 BUILD_DIR [MUTANT...]}")
 shift
 fuzz_runs=${MUTANT_FUZZ_RUNS:-200000}
+crash_ops=${MUTANT_CRASH_OPS:-240}
 
 mutants=()
 if [ $# -gt 0 ]; then
@@ -61,6 +67,18 @@ run_test() {
 			"$tree/tests/vm/run-all.sh" "$build" "$name" >>"$log" 2>&1 || rc=$?
 		grep -q "^PASS $name" "$log" && return 0
 		grep -q "^FAIL $name" "$log" && return 1
+		return 2
+		;;
+	crash)
+		make -s -C "$tree/kmod" >>"$log" 2>&1 || { echo "the mutant module does not build" >>"$log"; return 2; }
+		VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" CRASH_OPS="$crash_ops" \
+			bash "$tree/tests/crash/record.sh" wbkit "$name" "$tree/rec" >>"$log" 2>&1 || return 2
+		"$build/tests/support/wbcrash" "$tree/rec" --subsets 8 --torn 8 >"$tree/wbcrash.out" 2>&1 || rc=$?
+		cat "$tree/wbcrash.out" >>"$log"
+		rm -rf "$tree/rec"
+		# A state that lost acknowledged writes is a catch; any other error is not.
+		grep -Eq "failures=[1-9]" "$tree/wbcrash.out" && return 1
+		[ "$rc" = 0 ] && return 0
 		return 2
 		;;
 	esac

@@ -112,21 +112,12 @@ else
 fi
 
 # --- findings 2 and 3: crafted states --------------------------------------
-# Sectors are 511 letters and a newline; the CRC-32C is computed here, not
-# by the library (an independent writer of the format).
+# Sectors are 511 letters and a newline; the CRC-32C is tests/cli/craft.py's,
+# not the library's (an independent writer of the format).
 cat >"$work/gen.py" <<'PY'
 import struct, sys
-T = []
-for i in range(256):
-    c = i
-    for _ in range(8):
-        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-    T.append(c)
-def crc32c(data, crc=0xffffffff):
-    for b in data:
-        crc = T[(crc ^ b) & 0xff] ^ (crc >> 8)
-    return crc ^ 0xffffffff
-assert crc32c(b"123456789") == 0xE3069283
+sys.path.insert(0, sys.argv[4])
+from craft import crc32c
 def block(letter):
     return (letter * 511 + b"\n") * 8
 def segment(sid, mbs, bad=False):
@@ -135,6 +126,7 @@ def segment(sid, mbs, bad=False):
     csum = crc32c(body) ^ (1 if bad else 0)
     return struct.pack("<QIB", sid, csum, len(mbs)).ljust(512, b"\0") + body
 which, cache_path, backing_path = sys.argv[1:4]
+assert crc32c(b"123456789") == 0xE3069283
 with open(cache_path, "r+b") as c, open(backing_path, "r+b") as b:
     c.write(struct.pack("<I", 0x57427374))
     if which == "2":
@@ -155,10 +147,10 @@ PY
 for who in up wb; do
 	vm_image "$work/f2-$who-cache.img" 3M
 	vm_image "$work/f2-$who-backing.img" 8M
-	"$PY" "$work/gen.py" 2 "$work/f2-$who-cache.img" "$work/f2-$who-backing.img"
+	"$PY" "$work/gen.py" 2 "$work/f2-$who-cache.img" "$work/f2-$who-backing.img" "$WBKIT_ROOT/tests/cli"
 	vm_image "$work/f3-$who-cache.img" 3M
 	vm_image "$work/f3-$who-backing.img" 8M
-	"$PY" "$work/gen.py" 3 "$work/f3-$who-cache.img" "$work/f3-$who-backing.img"
+	"$PY" "$work/gen.py" 3 "$work/f3-$who-cache.img" "$work/f3-$who-backing.img" "$WBKIT_ROOT/tests/cli"
 done
 
 rc=0
