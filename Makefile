@@ -19,7 +19,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-vm-612 test-stress kdebug test-crash test-mutants test-mutants-quick bench kmod clean
+.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-vm-612 test-stress kdebug test-crash test-crash-quick test-mutants test-mutants-quick bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -90,6 +90,7 @@ test: deps
 	$(MAKE) test-fuzz
 	$(MAKE) test-mutants-quick
 	$(MAKE) test-vm
+	$(MAKE) test-crash-quick
 
 test-unit: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -128,8 +129,13 @@ fuzz-replay-long: fuzz-configure
 	cmake --build $(BUILD_FUZZ_FAST) -j $(JOBS) --target fuzz_replay
 	FUZZ_TARGET=fuzz_replay FUZZ_FORKS=$(FUZZ_FORKS) tests/fuzz/long.sh $(BUILD_FUZZ_FAST) $(FUZZ_SECONDS) $(FUZZ_RUNS) $(BUILD_FUZZ)
 
+# Every scenario (a skip not in tests/vm/skips-allowed fails), then the
+# harness's own checks: a kernel warning fails a run even when the guest
+# erased its log (selftest-canary), a hang leaves its evidence (selftest-watchdog).
 test-vm: deps all
-	tests/vm/run-all.sh $(BUILD)
+	WBKIT_VM_REQUIRED=1 tests/vm/run-all.sh $(BUILD)
+	bash tests/vm/selftest-canary.sh
+	bash tests/vm/selftest-watchdog.sh
 
 # The sanitizer kernel (KASAN, UBSAN, lockdep, DEBUG_ATOMIC_SLEEP, hung-task
 # detection) for the VM tests: built once per machine into
@@ -165,6 +171,11 @@ test-stress: deps all
 # `make test`, which runs the bounded subset (ctest crash_smoke).
 test-crash: deps all kmod
 	tests/crash/run.sh $(BUILD)
+
+# A power cut on the module under test: two short dm-log-writes recordings,
+# every crash state checked offline, a sample by the kernel (about 2 minutes).
+test-crash-quick: deps all kmod
+	tests/crash/quick.sh $(BUILD)
 
 # The mutant gate (tests/mutants/run.sh): patches that each make one known
 # mistake in kmod/ or the replay decision; each must fail one of its tests.

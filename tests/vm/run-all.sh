@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every tests/vm/scenarios/*.sh (exit 0 pass, 77 skip, else fail) and
-# prints one line per scenario and a summary.
+# prints one line per scenario and a summary. A skip fails the suite unless
+# tests/vm/skips-allowed lists the scenario (or WBKIT_VM_SKIPS_OK=1).
 # Usage: run-all.sh BUILD_DIR [SCENARIO...]
 # The scenarios get BUILD_DIR as WBKIT_BUILD_DIR (for the host tools) and
 # write their console logs under BUILD_DIR/vm-logs (or VM_LOG_DIR if set).
@@ -31,12 +32,28 @@ else
 	done
 fi
 
-# Only a machine that cannot run qemu at all skips the suite; anything that
-# goes wrong after that is a failure.
+# Only a machine that cannot run qemu at all skips the suite, and not when
+# the suite is required (make test-vm sets WBKIT_VM_REQUIRED=1: its
+# dependencies are installed, so a missing one is a failure, not a pass).
 if ! why=$(vm_available) || ! qemu-system-x86_64 --version >/dev/null 2>&1; then
+	if [ "${WBKIT_VM_REQUIRED:-0}" = 1 ]; then
+		echo "VM tests cannot run: ${why:-qemu-system-x86_64 does not run}"
+		echo "0 passed, 1 failed, 0 skipped"
+		exit 1
+	fi
 	echo "VM tests skipped: ${why:-qemu-system-x86_64 does not run}"
 	exit 0
 fi
+
+# A skip is a failure unless tests/vm/skips-allowed names the scenario with
+# its reason (or WBKIT_VM_SKIPS_OK=1, for a machine without some tool): a
+# check that did not run must not read as one that passed.
+skip_allowed() {
+	[ "${WBKIT_VM_SKIPS_OK:-0}" = 1 ] && return 0
+	grep -q "^$1 always " "$VM_DIR/skips-allowed" && return 0
+	# A run on a kernel upstream does not build on says so (VM_UPSTREAM_WHY).
+	[ -n "${VM_UPSTREAM_WHY:-}" ] && grep -q "^$1 without-upstream " "$VM_DIR/skips-allowed"
+}
 vm_prepare
 
 passed=0 failed=0 skipped=0
@@ -58,8 +75,13 @@ for scenario in "${scenarios[@]}"; do
 		echo "PASS $name (${took}s)${partial:+ partial: $partial}"
 		;;
 	77)
-		skipped=$((skipped + 1))
-		echo "SKIP $name (${took}s): $(tail -n 1 "$out")"
+		if skip_allowed "$name"; then
+			skipped=$((skipped + 1))
+			echo "SKIP $name (${took}s): $(tail -n 1 "$out")"
+		else
+			failed=$((failed + 1))
+			echo "FAIL $name (${took}s, skipped, not in tests/vm/skips-allowed): $(tail -n 1 "$out")"
+		fi
 		;;
 	*)
 		failed=$((failed + 1))
