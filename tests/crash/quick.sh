@@ -11,7 +11,8 @@
 # flush-acked-before-segment-written).
 #
 #   tests/crash/quick.sh BUILD_DIR
-# CRASH_QUICK_OPS: stamped writes per recording (default 240).
+# CRASH_QUICK_OPS: stamped writes per recording (default 240). A failing
+# state's images stay in BUILD_DIR/crash-quick-failures/.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(realpath "${1:?usage: $0 BUILD_DIR}")
@@ -33,7 +34,7 @@ for mode in cache both; do
 	fi
 	rc=0
 	res=$("$wbcrash" "$out/rec-$mode" --subsets 8 --torn 8 --emit "$out/emit-$mode" --emit-max 8 \
-		--emit-fraction 0.05 --recovery-every 10 2>&1) || rc=$?
+		--emit-fraction 0.05 --recovery-every 10 --keep "$build/crash-quick-failures/$mode" 2>&1) || rc=$?
 	echo "$res" | tail -n 3
 	if [ "$rc" != 0 ] || ! echo "$res" | grep -q " failures=0 "; then
 		echo "FAIL wbcrash wbkit $mode (exit $rc)"

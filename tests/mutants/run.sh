@@ -73,7 +73,7 @@ run_test() {
 		make -s -C "$tree/kmod" >>"$log" 2>&1 || { echo "the mutant module does not build" >>"$log"; return 2; }
 		VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" CRASH_OPS="$crash_ops" \
 			bash "$tree/tests/crash/record.sh" wbkit "$name" "$tree/rec" >>"$log" 2>&1 || return 2
-		"$build/tests/support/wbcrash" "$tree/rec" --subsets 8 --torn 8 >"$tree/wbcrash.out" 2>&1 || rc=$?
+		"$build/tests/support/wbcrash" "$tree/rec" --subsets 8 --torn 8 --keep "$tree/keep" >"$tree/wbcrash.out" 2>&1 || rc=$?
 		cat "$tree/wbcrash.out" >>"$log"
 		rm -rf "$tree/rec"
 		# A state that lost acknowledged writes is a catch; any other error is not.
