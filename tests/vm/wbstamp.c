@@ -50,6 +50,7 @@ struct workload {
 	unsigned partial_pct;
 	uint64_t flush_every;	/* 0 = never */
 	bool final_flush;
+	bool report_flushes;	/* write: a "WB: acked_flush=N" line per fsync */
 	uint64_t flushed;	/* verify: writes 1..flushed are durable */
 	uint64_t upto;		/* image: writes 1..upto are applied */
 	uint64_t image_size;	/* image: file length; 0 = end of region */
@@ -212,6 +213,9 @@ static int run_writes(struct workload *w, const char *path)
 			}
 			last_flushed = seq;
 			nr_flushes++;
+			/* Line-buffered: on the console before the next write. */
+			if (w->report_flushes)
+				printf("WB: acked_flush=%" PRIu64 "\n", seq);
 		}
 	}
 	printf("last_written=%" PRIu64 "\n", last_written);
@@ -422,7 +426,8 @@ static void usage(FILE *out)
 		"  --size BYTES      length of the region, 4 KiB multiple (to the end)\n"
 		"  --partial-pct P   percent of 512-byte writes, the rest are 4 KiB (25)\n"
 		"  --flush-every K   fsync after every write whose number is a multiple of K (16; 0 never)\n"
-		"write: --first N (first write to issue, 1), --final-flush (fsync after write N)\n"
+		"write: --first N (first write to issue, 1), --final-flush (fsync after write N),\n"
+		"       --report-flushes (a line \"WB: acked_flush=N\" as each fsync returns)\n"
 		"verify: --flushed F (writes 1..F are durable), --base-any (unwritten sectors unchecked)\n"
 		"image: --upto N (apply writes 1..N), --image-size BYTES\n");
 }
@@ -465,7 +470,7 @@ static uint64_t parse_size(const char *opt, const char *arg)
 int main(int argc, char **argv)
 {
 	enum { O_SEED = 1, O_OPS, O_FIRST, O_OFFSET, O_SIZE, O_PARTIAL, O_FLUSH_EVERY,
-	       O_FINAL_FLUSH, O_FLUSHED, O_UPTO, O_IMAGE_SIZE, O_BASE_ANY, O_HELP };
+	       O_FINAL_FLUSH, O_REPORT_FLUSHES, O_FLUSHED, O_UPTO, O_IMAGE_SIZE, O_BASE_ANY, O_HELP };
 	static const struct option options[] = {
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "ops", required_argument, NULL, O_OPS },
@@ -475,6 +480,7 @@ int main(int argc, char **argv)
 		{ "partial-pct", required_argument, NULL, O_PARTIAL },
 		{ "flush-every", required_argument, NULL, O_FLUSH_EVERY },
 		{ "final-flush", no_argument, NULL, O_FINAL_FLUSH },
+		{ "report-flushes", no_argument, NULL, O_REPORT_FLUSHES },
 		{ "flushed", required_argument, NULL, O_FLUSHED },
 		{ "upto", required_argument, NULL, O_UPTO },
 		{ "image-size", required_argument, NULL, O_IMAGE_SIZE },
@@ -498,6 +504,7 @@ int main(int argc, char **argv)
 		case O_PARTIAL: w.partial_pct = (unsigned)parse_u64("--partial-pct", optarg); break;
 		case O_FLUSH_EVERY: w.flush_every = parse_u64("--flush-every", optarg); break;
 		case O_FINAL_FLUSH: w.final_flush = true; break;
+		case O_REPORT_FLUSHES: w.report_flushes = true; break;
 		case O_FLUSHED: w.flushed = parse_u64("--flushed", optarg); have_flushed = true; break;
 		case O_UPTO: w.upto = parse_u64("--upto", optarg); have_upto = true; break;
 		case O_IMAGE_SIZE: w.image_size = parse_size("--image-size", optarg); break;

@@ -2,8 +2,9 @@
 # dm-wbkit persistence: data written through the target reads back after
 # suspend/resume, after remove + re-create (log replay), and after a power
 # cut with the target active (the guest powers off with writes in flight):
-# everything acknowledged before the last completed flush must be there,
-# later writes may or may not. Then drop_caches: the backing device alone
+# everything acknowledged before the last completed flush (the last fsync
+# that returned, as the writer reported it) must be there, later writes may
+# or may not. Then drop_caches: the backing device alone
 # holds the same content.
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
@@ -36,8 +37,9 @@ wb_dm_create wb "\$table"
 wb_report status_replayed "\$(wb_dm_status wb)"
 wb_stamp verify_a_replayed verify \$dev $A --flushed 2000
 wb_stamp write_b write \$dev $B --ops 1500 --flush-every 16
-# In flight at the power cut: flushes every 8 writes, never finishes.
-\$WBSTAMP write \$dev $B --first 1501 --flush-every 8 >/dev/null 2>&1 &
+# In flight at the power cut: flushes every 8 writes, never finishes. Every
+# fsync that returns is on the console (acked_flush=N) before the next write.
+\$WBSTAMP write \$dev $B --first 1501 --flush-every 8 --report-flushes 2>&1 &
 sleep 4
 wb_report status_cut "\$(wb_dm_status wb)"
 # The script ends with the target active: /init powers off at once.
@@ -47,6 +49,16 @@ echo "boot 1: ${VM_ELAPSED}s, status at the cut: $(vm_result status_cut)"
 for k in write_a verify_a_resumed verify_a_replayed write_b; do
 	wbkit_expect "$k" ok || exit 1
 done
+# The last fsync the background writer saw return: everything up to it must
+# survive the cut. It must have been writing at the cut, past its first
+# flush, and not finished (a final "last_written" would say so).
+acked=$(vm_result acked_flush)
+[ -n "$acked" ] && [ "$acked" -gt 1500 ] || { echo "no fsync of the writes in flight returned before the cut (acked '$acked')"; exit 1; }
+if tr -d '\r' <"$VM_LOG" | grep -q '^last_written='; then
+	echo "the background writer finished before the cut: nothing was in flight"
+	exit 1
+fi
+echo "acknowledged at the cut: writes 1..$acked (the writer was still writing)"
 
 rc=0
 vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
@@ -57,12 +69,12 @@ dev=/dev/mapper/wb
 wb_dm_create wb "\$table"
 wb_report status_after_cut "\$(wb_dm_status wb)"
 wb_stamp verify_a_cut verify \$dev $A --flushed 2000
-wb_stamp verify_b_cut verify \$dev $B --flushed 1500
+wb_stamp verify_b_cut verify \$dev $B --flushed $acked
 \$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
 wb_report status_dropped "\$(wb_dm_status wb)"
 \$DMSETUP remove wb || wb_fail "remove failed"
 wb_stamp verify_a_backing verify /dev/vda $A --flushed 2000
-wb_stamp verify_b_backing verify /dev/vda $B --flushed 1500
+wb_stamp verify_b_backing verify /dev/vda $B --flushed $acked
 GUEST
 echo "boot 2: ${VM_ELAPSED}s, status after the cut: $(vm_result status_after_cut)"
 [ "$rc" = 0 ] || exit 1

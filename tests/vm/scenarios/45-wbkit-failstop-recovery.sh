@@ -24,13 +24,25 @@ wb_dm_create cached "0 \$LC linear /dev/vdb 0"
 wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/mapper/cached"
 wb_stamp write write /dev/mapper/wb $W --ops 1500 --flush-every 30
 \$DMSETUP load cached --table "0 \$LC flakey /dev/vdb 0 0 60 1 error_writes" && \$DMSETUP resume cached
-\$WBSTAMP write /dev/mapper/wb $W --first 1501 --flush-every 30 >/dev/null 2>&1 && wb_report write_after failed || wb_report write_after ok
+# The writes after the failure must fail on the dead target, and no other way:
+# a write error (EIO) as wbstamp reports it, not a crash or a hang.
+rc=0
+\$WBSTAMP write /dev/mapper/wb $W --first 1501 --flush-every 30 >/tmp/after.out 2>&1 || rc=\$?
+if [ \$rc = 0 ]; then
+	wb_report write_after failed
+elif grep -qi "input/output error" /tmp/after.out; then
+	wb_report write_after ok
+else
+	wb_report write_after "exit_\$rc"
+	tail -n 3 /tmp/after.out
+fi
 wb_report status_dead "\$(wb_dm_status wb)"
+wb_report dead "\$(wb_dm_status wb | grep -q ' dead 1' && echo yes || echo no)"
 \$DMSETUP remove wb && wb_report removed yes
 GUEST
 [ "$rc" = 0 ] || exit 1
 echo "dead: $(vm_result status_dead)"
-wbkit_expect write ok && wbkit_expect write_after ok && wbkit_expect removed yes || exit 1
+wbkit_expect write ok && wbkit_expect write_after ok && wbkit_expect dead yes && wbkit_expect removed yes || exit 1
 "$wbreplay" --cache "$work/cache.img" --backing "$work/backing.img" -q || { echo "wbreplay failed"; exit 1; }
 "$VM_WBSTAMP" verify "$work/backing.img" $W --flushed 1500 || { echo "recovered data fails verification"; exit 1; }
 echo "recovered offline: every write before the last completed flush is on the backing image"

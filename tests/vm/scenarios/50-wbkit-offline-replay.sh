@@ -22,12 +22,22 @@ vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
 wb_load_target wbkit
 wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
 wb_stamp write write /dev/mapper/wb $W --ops 2000 --flush-every 25
-\$WBSTAMP write /dev/mapper/wb $W --first 2001 --flush-every 10 >/dev/null 2>&1 &
+# Every fsync that returns is on the console (acked_flush=N) before the next write.
+\$WBSTAMP write /dev/mapper/wb $W --first 2001 --flush-every 10 --report-flushes 2>&1 &
 sleep 3
 wb_report status_cut "\$(wb_dm_status wb)"
 GUEST
 [ "$rc" = 0 ] || exit 1
 wbkit_expect write ok || exit 1
+# Writes in flight at the cut: the background writer got past its first
+# flush and never finished.
+acked=$(vm_result acked_flush)
+[ -n "$acked" ] && [ "$acked" -gt 2000 ] || { echo "no fsync of the writes in flight returned before the cut (acked '$acked')"; exit 1; }
+if tr -d '\r' <"$VM_LOG" | grep -q '^last_written='; then
+	echo "the background writer finished before the cut: nothing was in flight"
+	exit 1
+fi
+echo "acknowledged at the cut: writes 1..$acked"
 
 cp "$work/backing.img" "$work/offline.img"
 cp "$work/cache.img" "$work/cache-copy.img"
@@ -50,5 +60,5 @@ if ! cmp -s "$work/backing.img" "$work/offline.img"; then
 	cmp -l "$work/backing.img" "$work/offline.img" | head -5
 	exit 1
 fi
-"$VM_WBSTAMP" verify "$work/offline.img" $W --flushed 2000 || { echo "replayed data fails verification"; exit 1; }
+"$VM_WBSTAMP" verify "$work/offline.img" $W --flushed "$acked" || { echo "replayed data fails verification"; exit 1; }
 echo "offline replay == online replay"

@@ -143,7 +143,9 @@ row() {
 			{ [ \$result = ok ] && result="restart-mismatch-phase\$phase"; sed "s/^/\$tag row \$n: /" /tmp/verify.out | head -6; }
 		[ \$result = ok ] || break
 	done
-	timeout 120 \$DMSETUP remove st
+	if ! timeout 120 \$DMSETUP remove st; then
+		[ \$result = ok ] && result="final-remove-failed"
+	fi
 	[ "\${13}" != 0 ] && \$DMSETUP remove cdelay
 	wb_report "\${tag}_\${n}" "\$result"
 }
