@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import FIXTURES, decompress, run, sha256, tool_path
+from conftest import FIXTURES, cannot_run, decompress, run, sha256, tool_path
 
 OK, DAMAGE, USAGE, OPERATIONAL, REFUSED = 0, 1, 2, 3, 4
 
@@ -31,13 +31,13 @@ def demo(tmp_path):
 def loops():
     """Attaches real loop devices; detaches them afterwards."""
     if shutil.which("losetup") is None:
-        pytest.skip("losetup is not installed: the loop-device aliasing tests need it")
+        cannot_run("losetup is not installed: the loop-device aliasing tests need it")
     made = []
 
     def attach(path, *extra):
         result = subprocess.run(["losetup", "--find", "--show", *extra, str(path)], capture_output=True, text=True)
         if result.returncode != 0:
-            pytest.skip(f"loop devices are not available here: {result.stderr.strip()}")
+            cannot_run(f"loop devices are not available here: {result.stderr.strip()}")
         made.append(result.stdout.strip())
         return made[-1]
 
@@ -192,7 +192,7 @@ def test_report_on_a_full_file_system_is_an_error_and_absent(demo, tmp_path):
     mount.mkdir()
     made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
     if made.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {made.stderr.strip()}")
+        cannot_run(f"cannot mount a small tmpfs here: {made.stderr.strip()}")
     try:
         filler = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)  # takes every free block
         try:

@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from conftest import (DAMAGE, FIXTURES, OK, OPERATIONAL, REFUSED, ROOT, fixture_images, run, sha256, synthetic_fixtures,
-                      tool_path, upstream_fixtures)
+from conftest import (DAMAGE, FIXTURES, OK, OPERATIONAL, REFUSED, ROOT, cannot_run, fixture_images, run, sha256,
+                      synthetic_fixtures, tool_path, upstream_fixtures)
 from test_json_schemas import validate
 
 
@@ -135,13 +135,13 @@ WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
 
 def test_dry_run_opens_no_device_for_writing(wbsynth, tmp_path):
     if shutil.which("strace") is None:
-        pytest.skip("strace is not installed")
+        cannot_run("strace is not installed")
     cache, backing = wbsynth(tmp_path, "--writes", "300")
     out = tmp_path / "out.img"
     trace = tmp_path / "trace"
     probe = subprocess.run(["strace", "-o", str(trace), "true"], capture_output=True, text=True)
     if probe.returncode != 0:
-        pytest.skip(f"strace cannot trace here: {probe.stderr.strip()}")
+        cannot_run(f"strace cannot trace here: {probe.stderr.strip()}")
 
     def opens(*extra):
         done = run(["strace", "-f", "-e", "trace=open,openat,openat2,creat,truncate,ftruncate", "-o", trace,
@@ -170,7 +170,7 @@ def test_dry_run_opens_no_device_for_writing(wbsynth, tmp_path):
 def test_bash_completion_offers_dry_run(tmp_path):
     completion = "/usr/share/bash-completion/bash_completion"
     if not os.path.exists(completion):
-        pytest.skip("bash-completion not installed")
+        cannot_run("bash-completion not installed")
     script = (f". {completion}; . {ROOT}/packaging/bash-completion; PATH={tool_path('wbrecover').parent}:$PATH; "
               "COMP_WORDS=(wbrecover --dr); COMP_CWORD=1; COMP_LINE='wbrecover --dr'; COMP_POINT=${#COMP_LINE}; "
               "_wbkit_tool wbrecover --dr wbrecover; printf '%s\\n' \"${COMPREPLY[@]}\"")
