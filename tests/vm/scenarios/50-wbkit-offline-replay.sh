@@ -33,7 +33,10 @@ wbkit_expect write ok || exit 1
 # flush and never finished.
 acked=$(vm_result acked_flush)
 [ -n "$acked" ] && [ "$acked" -gt 2000 ] || { echo "no fsync of the writes in flight returned before the cut (acked '$acked')"; exit 1; }
-if tr -d '\r' <"$VM_LOG" | grep -q '^last_written='; then
+# A writer that stopped early (the power-off's I/O errors reach it on a slow
+# kernel) prints how far it got; only one that wrote all of its writes was
+# not in flight.
+if [ "$(tr -d '\r' <"$VM_LOG" | sed -n 's/^last_written=//p' | tail -n 1)" = 1000000 ]; then
 	echo "the background writer finished before the cut: nothing was in flight"
 	exit 1
 fi
