@@ -326,15 +326,8 @@ private:
 		const std::uint64_t nr = scan_.geometry.nr_segments;
 		scan_.torn_rewrites = options_.torn_rewrites.value_or(!scan_.trust_record);
 		wb_replay_walk_begin(&walk_, nr, scan_.max_id, scan_.torn_rewrites);
-		if (scan_.max_id == 0) {
-			// Nothing to replay; a header that could not be read is still a refusal.
-			scan_.stop_reason = StopReason::empty_log;
-			for (std::uint64_t step = 0; step < nr; ++step) {
-				const SlotInfo& info = scan_.slots[wb_ring_slot(walk_.oldest_slot, step, nr)];
-				wb_replay_walk_slot(&walk_, step, info.id, verdict(info.state));
-			}
-			return;
-		}
+		// Every step, also of an empty log: a header that could not be read
+		// is a refusal there too (the walk applies nothing).
 		std::uint64_t previous_id = 0;
 		for (std::uint64_t step = 0; step < nr; ++step) {
 			const std::uint64_t slot = wb_ring_slot(walk_.oldest_slot, step, nr);
@@ -371,7 +364,9 @@ private:
 				break;
 			}
 		}
-		if (!walk_.stopped)
+		if (scan_.max_id == 0)
+			scan_.stop_reason = StopReason::empty_log;
+		else if (!walk_.stopped)
 			scan_.stop_reason = scan_.verified ? StopReason::end_of_ring : StopReason::not_verified;
 		if (scan_.discarded_segments > 0)
 			add(FindingCode::valid_segments_discarded, {.slot = scan_.stop_slot},
