@@ -422,9 +422,9 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		}
 		blk_finish_plug(&plug);
 		err = wb_aio_wait(&aio);
-	} while (wb_retry_after_nomem(err));
+	} while (wb_retry_transient(wb, err));
 	if (err) {
-		wb_set_dead(wb, WB_DEV_CACHE, "read", aio.err_sector, err);
+		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, aio.err_sector, err);
 		wb_put_batch_bufs_locked(wb, segs, n);
 		return;
 	}
@@ -460,13 +460,13 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	}
 	blk_finish_plug(&plug);
 	err = wb_aio_wait(&aio);
-	if (err == -ENOMEM) {
+	if (wb_err_transient(err)) {
 		wb_put_batch_bufs_locked(wb, segs, n);
-		wb_retry_after_nomem(err);
+		wb_retry_transient(wb, err);
 		return;		/* the batch is written again later */
 	}
 	if (err) {
-		wb_set_dead(wb, WB_DEV_BACKING, "write", aio.err_sector, err);
+		wb_set_dead(wb, WB_DEV_BACKING, WB_OP_WRITE, aio.err_sector, err);
 		wb_put_batch_bufs_locked(wb, segs, n);
 		return;
 	}

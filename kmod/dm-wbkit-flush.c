@@ -329,12 +329,13 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 				      wb_slot_start_sector(zero_next->slot),
 				      wb->zero_block, wb_header_lbs(wb));
 		err = wb_aio_wait(&aio);
-		if (!wb_retry_after_nomem(err))
+		if (!wb_retry_transient(wb, err))
 			break;
 		err = 0;
 	}
-	if (err)
-		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
+	/* A failed header zeroing killed the target in wb_sync_io already. */
+	if (err && !wb_dead(wb))
+		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_WRITE, aio.err_sector, err);
 	wb->last_seg_write_ns = ktime_get_ns() - started;
 
 	spin_lock(&wb->lock);

@@ -256,7 +256,7 @@ static void wb_remap_backing(struct wb_device *wb, struct bio *bio,
 	pb->remap = WB_REMAP_BACKING;
 	pb->sector = sector;
 	pb->op = op_is_write(bio_op(bio)) ?
-		 (bio_sectors(bio) ? "write" : "flush") : "read";
+		 (bio_sectors(bio) ? WB_OP_WRITE : WB_OP_FLUSH) : WB_OP_READ;
 	bio_set_dev(bio, wb->backing_dev->bdev);
 	bio->bi_iter.bi_sector = sector;
 }
@@ -324,8 +324,17 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
 	}
 	spin_unlock(&wb->lock);
 
-	err = wb_sync_io(wb, WB_DEV_BACKING, REQ_OP_READ, sector,
-			 buf + (off << WB_SECTOR_SHIFT), n << WB_SECTOR_SHIFT);
+	/* Sectors the cache does not hold: an error fails this bio alone. */
+	err = wb_sync_io_nofail(wb, WB_DEV_BACKING, REQ_OP_READ, sector,
+				buf + (off << WB_SECTOR_SHIFT),
+				n << WB_SECTOR_SHIFT);
+	if (err && !wb_dead(wb)) {
+		wb_count_error(wb, WB_DEV_BACKING, WB_OP_READ);
+		atomic64_inc(&wb->nr_errors[WB_ERR_FAILED_REQUESTS]);
+		DMERR_LIMIT("backing device read error %d at sector %llu: this request fails, the target goes on",
+			    err, (unsigned long long)sector);
+	}
+	/* Dirty sectors: an error puts them at risk and kills. */
 	if (!err && !src) {
 		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, cs, wb->bounce2,
 				 WB_BLOCK_SIZE);
@@ -439,9 +448,13 @@ retry:
 	pb->remap = WB_REMAP_CACHE;
 	pb->seg = seg;
 	pb->sector = wb_mb_cache_sector(wb, mb) + off;
+	pb->mb = mb;
+	pb->clean = !mb->dirty;
+	pb->backing_sector = sector;
 	spin_unlock(&wb->lock);
 	bio_set_dev(bio, wb->cache_dev->bdev);
 	bio->bi_iter.bi_sector = pb->sector;
+	pb->iter = bio->bi_iter;
 	return WB_MAP_REMAPPED;
 done:
 	bio->bi_status = errno_to_blk_status(err);
@@ -457,17 +470,71 @@ static void wb_defer(struct wb_device *wb, struct bio *bio)
 	queue_work(wb->io_wq, &wb->io_work);
 }
 
-/* The bios .map cannot finish without waiting for a read: one at a time. */
+/*
+ * A read of a clean copy that failed on the cache device: the backing
+ * device holds the same data (the copy was written back, or read from
+ * there into the read cache), so the bio is served from it, and the copy
+ * leaves the lookup so that later reads go there too. The slot stays
+ * pinned until the copy is out, so pb->mb is still the copy the bio read.
+ * A write of the block since then may have replaced the copy; the read
+ * raced with that write and may return either.
+ */
+static void wb_fallback(struct wb_device *wb, struct bio *bio)
+{
+	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+	struct wb_metablock *mb = pb->mb;
+	unsigned int off = pb->backing_sector & (WB_BLOCK_SECTORS - 1);
+	unsigned int n;
+	int err;
+
+	spin_lock(&wb->lock);
+	if (!hlist_unhashed(&mb->ht_node) && !mb->dirty &&
+	    mb->sector == pb->backing_sector - off)
+		wb_ht_del(wb, mb);
+	spin_unlock(&wb->lock);
+	wb_unpin_dev(wb, pb->seg);
+
+	bio->bi_iter = pb->iter;
+	n = bio_sectors(bio);
+	err = wb_sync_io_nofail(wb, WB_DEV_BACKING, REQ_OP_READ,
+				pb->backing_sector, wb->bounce,
+				n << WB_SECTOR_SHIFT);
+	if (!err) {
+		wb_copy_to_bio(bio, wb->bounce);
+		atomic64_inc(&wb->nr_errors[WB_ERR_CACHE_READ_FALLBACK]);
+	} else if (!wb_dead(wb)) {
+		wb_count_error(wb, WB_DEV_BACKING, WB_OP_READ);
+		atomic64_inc(&wb->nr_errors[WB_ERR_FAILED_REQUESTS]);
+		DMERR_LIMIT("backing device read error %d at sector %llu: this request fails, the target goes on",
+			    err, (unsigned long long)pb->backing_sector);
+	}
+	/* Completes the clone again; .end_io has nothing left to do. */
+	pb->remap = WB_REMAP_NONE;
+	bio->bi_status = errno_to_blk_status(err);
+	bio_endio(bio);
+}
+
+/*
+ * The bios .map cannot finish without waiting for a read, and clean-copy
+ * reads to serve again: one at a time.
+ */
 void wb_io_work(struct work_struct *work)
 {
 	struct wb_device *wb = container_of(work, struct wb_device, io_work);
-	struct bio_list bios;
+	struct bio_list bios, fallback;
 	struct bio *bio;
 
 	spin_lock_irq(&wb->bio_lock);
 	bios = wb->deferred;
 	bio_list_init(&wb->deferred);
+	fallback = wb->fallback;
+	bio_list_init(&wb->fallback);
 	spin_unlock_irq(&wb->bio_lock);
+
+	while ((bio = bio_list_pop(&fallback))) {
+		wb_fallback(wb, bio);
+		cond_resched();
+	}
 
 	while ((bio = bio_list_pop(&bios))) {
 		sector_t sector = dm_target_offset(wb->ti, bio->bi_iter.bi_sector);
@@ -521,25 +588,50 @@ int writeboost_map(struct dm_target *ti, struct bio *bio)
 	return DM_MAPIO_SUBMITTED;
 }
 
-/* Remapped reads: unpin the slot; an error kills the target too. */
+/*
+ * Remapped bios: unpin the slot, and the fault table (kmod/README.md) for
+ * an error. Only a read of dirty data from the cache device puts what the
+ * cache holds at risk and kills; a read of data the cache does not hold
+ * (a miss, a read-cache staging read) and a write around the cache fail
+ * the bio alone, and a clean copy that the cache device cannot read is
+ * read from the backing device (wb_fallback, DM_ENDIO_INCOMPLETE as
+ * dm-raid1 does for a read to retry on another leg).
+ */
 int writeboost_end_io(struct dm_target *ti, struct bio *bio,
 		      blk_status_t *error)
 {
 	struct wb_device *wb = ti->private;
 	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
+	int err = blk_status_to_errno(*error);
+	unsigned long flags;
 
 	if (pb->remap == WB_REMAP_NONE)
 		return DM_ENDIO_DONE;
-	if (pb->remap == WB_REMAP_CACHE)
-		wb_unpin_dev(wb, pb->seg);
 	if (pb->remap == WB_REMAP_READ_CACHE)
 		wb_rc_read_done(wb, bio, pb, *error != BLK_STS_OK);
 	if (pb->remap == WB_REMAP_WRITE_AROUND)
 		atomic_dec(&wb->nr_wa_inflight);
-	if (*error && *error != BLK_STS_AGAIN && *error != BLK_STS_RESOURCE)
-		wb_set_dead(wb, pb->remap == WB_REMAP_CACHE ? WB_DEV_CACHE :
-							       WB_DEV_BACKING,
-			    pb->remap == WB_REMAP_CACHE ? "read" : pb->op,
-			    pb->sector, blk_status_to_errno(*error));
+	if (err && wb_err_transient(err)) {
+		atomic64_inc(&wb->nr_errors[WB_ERR_TRANSIENT]);
+	} else if (err && pb->remap == WB_REMAP_CACHE && pb->clean &&
+		   !wb_dead(wb)) {
+		wb_count_error(wb, WB_DEV_CACHE, WB_OP_READ);
+		DMERR_LIMIT("cache device read error %d at sector %llu: a clean copy, read from the backing device instead",
+			    err, (unsigned long long)pb->sector);
+		spin_lock_irqsave(&wb->bio_lock, flags);
+		bio_list_add(&wb->fallback, bio);
+		spin_unlock_irqrestore(&wb->bio_lock, flags);
+		queue_work(wb->io_wq, &wb->io_work);
+		return DM_ENDIO_INCOMPLETE;	/* wb_fallback unpins */
+	} else if (err && pb->remap == WB_REMAP_CACHE) {
+		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, pb->sector, err);
+	} else if (err) {
+		wb_count_error(wb, WB_DEV_BACKING, pb->op);
+		atomic64_inc(&wb->nr_errors[WB_ERR_FAILED_REQUESTS]);
+		DMERR_LIMIT("backing device %s error %d at sector %llu: this request fails, the target goes on",
+			    wb_op_name(pb->op), err, (unsigned long long)pb->sector);
+	}
+	if (pb->remap == WB_REMAP_CACHE)
+		wb_unpin_dev(wb, pb->seg);
 	return DM_ENDIO_DONE;
 }

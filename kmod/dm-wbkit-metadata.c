@@ -37,16 +37,31 @@ static const char *wb_dev_name(enum wb_dev_kind dev)
 	return dev == WB_DEV_CACHE ? "cache" : "backing";
 }
 
+const char *wb_op_name(enum wb_op op)
+{
+	return op == WB_OP_READ ? "read" : op == WB_OP_WRITE ? "write" : "flush";
+}
+
+/* Every error of either device counts, fatal or not (message error_counts). */
+void wb_count_error(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op)
+{
+	atomic64_inc(&wb->nr_errors[(dev == WB_DEV_CACHE ? WB_ERR_CACHE_READ :
+				     WB_ERR_BACKING_READ) + op]);
+}
+
 /*
  * Records the first fatal error and kills the target. Callable from any
  * context, including bio completion. The first caller wins the cmpxchg and
- * is the only one that logs; the state never clears.
+ * is the only one that logs; the state never clears. kmod/README.md's
+ * fault table lists the callers: errors that put data the cache holds at
+ * risk.
  */
-void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
+void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op,
 		 u64 sector, int err)
 {
 	if (!err)
 		err = -EIO;
+	wb_count_error(wb, dev, op);
 	if (cmpxchg(&wb->dead_err, 0, err) != 0)
 		return;
 
@@ -61,7 +76,7 @@ void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
 		DMWARN("unexpected error %d from the %s device, treated as fatal",
 		       err, wb_dev_name(dev));
 	DMERR("%s device %s error %d at sector %llu: target is dead, all I/O now fails",
-	      wb_dev_name(dev), op, err, (unsigned long long)sector);
+	      wb_dev_name(dev), wb_op_name(op), err, (unsigned long long)sector);
 
 	wake_up_all(&wb->wait);
 	wake_up_all(&wb->writeback_wait);
@@ -103,17 +118,20 @@ static struct bio *wb_build_bio(struct wb_device *wb, enum wb_dev_kind dev,
 	return bio;
 }
 
-static const char *wb_op_name(blk_opf_t opf)
+static enum wb_op wb_opf_op(blk_opf_t opf)
 {
-	return op_is_write(opf) ? "write" : "read";
+	return op_is_write(opf) ? WB_OP_WRITE : WB_OP_READ;
 }
 
 /*
- * Synchronous I/O. -ENOMEM is waited out and retried; any other error
- * kills the target. Nothing is issued once the target is dead.
+ * Synchronous I/O that leaves the verdict on an error to the caller (it
+ * counts it): a read for one bio, whose failure fails that bio alone.
+ * Transient errors are waited out and retried. Nothing is issued once the
+ * target is dead.
  */
-int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
-	       sector_t sector, void *buf, unsigned int len)
+int wb_sync_io_nofail(struct wb_device *wb, enum wb_dev_kind dev,
+		      blk_opf_t opf, sector_t sector, void *buf,
+		      unsigned int len)
 {
 	bool vm = is_vmalloc_addr(buf);
 	struct bio *bio;
@@ -127,16 +145,23 @@ int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
 		bio = wb_build_bio(wb, dev, opf, sector, buf, len);
 		err = submit_bio_wait(bio);
 		bio_put(bio);
-		if (!wb_retry_after_nomem(err))
+		if (!wb_retry_transient(wb, err))
 			break;
 	}
-	if (err) {
-		wb_set_dead(wb, dev, wb_op_name(opf), sector, err);
-		return err;
-	}
-	if (vm && !op_is_write(opf))
+	if (!err && vm && !op_is_write(opf))
 		invalidate_kernel_vmap_range(buf, len);
-	return 0;
+	return err;
+}
+
+/* The same for the target's own I/O: any error but a transient one kills. */
+int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
+	       sector_t sector, void *buf, unsigned int len)
+{
+	int err = wb_sync_io_nofail(wb, dev, opf, sector, buf, len);
+
+	if (err && !wb_dead(wb))
+		wb_set_dead(wb, dev, wb_opf_op(opf), sector, err);
+	return err;
 }
 
 int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev)
@@ -147,11 +172,11 @@ int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev)
 		if (wb_dead(wb))
 			return -EIO;
 		err = blkdev_issue_flush(wb_bdev(wb, dev));
-		if (!wb_retry_after_nomem(err))
+		if (!wb_retry_transient(wb, err))
 			break;
 	}
 	if (err)
-		wb_set_dead(wb, dev, "flush", 0, err);
+		wb_set_dead(wb, dev, WB_OP_FLUSH, 0, err);
 	return err;
 }
 
@@ -318,9 +343,9 @@ static int wb_format(struct wb_device *wb, char **error)
 		}
 		err = wb_aio_wait(&aio);
 		/* Zeroing again is harmless. */
-	} while (wb_retry_after_nomem(err));
+	} while (wb_retry_transient(wb, err));
 	if (err) {
-		wb_set_dead(wb, WB_DEV_CACHE, "write", aio.err_sector, err);
+		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_WRITE, aio.err_sector, err);
 		goto io_error;
 	}
 
@@ -523,7 +548,7 @@ static int wb_scan_ids(struct wb_device *wb, u64 *max_id)
 				      (k % per_buf) * hdr_bytes, hdr_bytes);
 		err = wb_aio_wait(&aio);
 		if (err) {
-			wb_set_dead(wb, WB_DEV_CACHE, "read", aio.err_sector,
+			wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, aio.err_sector,
 				    err);
 			return err;
 		}

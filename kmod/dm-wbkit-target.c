@@ -305,6 +305,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	INIT_LIST_HEAD(&wb->retained);
 	spin_lock_init(&wb->bio_lock);
 	bio_list_init(&wb->deferred);
+	bio_list_init(&wb->fallback);
 	INIT_WORK(&wb->io_work, wb_io_work);
 	INIT_WORK(&wb->flush_work, wb_flush_work);
 	INIT_WORK(&wb->rc_work, wb_rc_work);
@@ -364,6 +365,17 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad;
 	}
 
+	/*
+	 * A header block is zeroed from a 4 KiB buffer (wb_header_lbs), and
+	 * the log's 4 KiB blocks could not be written whole on such a device.
+	 */
+	if (bdev_logical_block_size(wb->cache_dev->bdev) > WB_BLOCK_SIZE ||
+	    bdev_logical_block_size(wb->backing_dev->bdev) > WB_BLOCK_SIZE) {
+		ti->error = "A device has a logical block size above 4096 bytes";
+		r = -EINVAL;
+		goto bad;
+	}
+
 	r = wb_alloc_metadata(wb);
 	if (r) {
 		ti->error = "Not enough memory for the metadata of this cache device";
@@ -417,6 +429,25 @@ static void writeboost_dtr(struct dm_target *ti)
  * does no I/O, so a copy of either device stays valid and a reloaded table
  * can replay the log undisturbed.
  */
+/*
+ * A drop_caches message holds the live table, and dm's suspend waits for
+ * it (synchronize_srcu) after presuspend: this makes it give up first.
+ */
+static void writeboost_presuspend(struct dm_target *ti)
+{
+	struct wb_device *wb = ti->private;
+
+	set_bit(WB_F_SUSPENDING, &wb->flags);
+	wake_up_all(&wb->wait);
+}
+
+static void writeboost_presuspend_undo(struct dm_target *ti)
+{
+	struct wb_device *wb = ti->private;
+
+	clear_bit(WB_F_SUSPENDING, &wb->flags);
+}
+
 static void writeboost_postsuspend(struct dm_target *ti)
 {
 	struct wb_device *wb = ti->private;
@@ -540,6 +571,7 @@ static void writeboost_resume(struct dm_target *ti)
 {
 	struct wb_device *wb = ti->private;
 
+	clear_bit(WB_F_SUSPENDING, &wb->flags);
 	clear_bit(WB_F_SUSPENDED, &wb->flags);
 	wake_up(&wb->writeback_wait);
 }
@@ -547,7 +579,24 @@ static void writeboost_resume(struct dm_target *ti)
 /* ---------------------------------------------------------------------- */
 /* Messages and status */
 
-/* Writes back everything, waiting interruptibly (killably when suspended). */
+/*
+ * Why drop_caches gave up, with what is left, in the kernel log: the
+ * message itself can only return an errno.
+ */
+static int wb_drop_caches_stopped(struct wb_device *wb, int r, const char *why)
+{
+	DMINFO("drop_caches stopped (%s): %llu dirty blocks left, segments %llu to %llu not written back",
+	       why, (unsigned long long)READ_ONCE(wb->nr_dirty),
+	       (unsigned long long)READ_ONCE(wb->last_writeback_id) + 1,
+	       (unsigned long long)READ_ONCE(wb->last_flushed_id));
+	return r;
+}
+
+/*
+ * Writes back everything and waits for it. A signal (-EINTR) or a suspend
+ * that starts meanwhile (-EBUSY) stops the wait: writeback goes on in the
+ * background on a live device, and the message can be sent again.
+ */
 static int wb_drop_caches(struct wb_device *wb)
 {
 	u64 id;
@@ -568,6 +617,7 @@ static int wb_drop_caches(struct wb_device *wb)
 	 * buffer on the cache device: write back here, on request. Debian's
 	 * writeboost script stops a cache that way (suspend, drop_caches,
 	 * remove, then it zeroes the superblock), as dm-writeboost allows.
+	 * One batch at a time, so that a signal stops it between two.
 	 */
 	if (test_bit(WB_F_SUSPENDED, &wb->flags)) {
 		r = 0;
@@ -580,17 +630,19 @@ static int wb_drop_caches(struct wb_device *wb)
 		while (!wb_dead(wb) && test_bit(WB_F_SUSPENDED, &wb->flags) &&
 		       READ_ONCE(wb->last_writeback_id) <
 		       READ_ONCE(wb->last_flushed_id)) {
-			if (fatal_signal_pending(current)) {
+			if (signal_pending(current)) {
 				r = -EINTR;
 				break;
 			}
 			wb_writeback_batch(wb);
 		}
 		atomic_dec(&wb->drop_caches);
-		if (r || wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags) ||
+		if (r)
+			return wb_drop_caches_stopped(wb, r, "signal");
+		if (wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags) ||
 		    READ_ONCE(wb->last_writeback_id) >=
 		    READ_ONCE(wb->last_flushed_id))
-			return wb_dead(wb) ? -EIO : r;
+			return wb_dead(wb) ? -EIO : 0;
 	}
 	atomic_inc(&wb->drop_caches);
 	id = wb_seal_for_flush(wb);
@@ -598,13 +650,39 @@ static int wb_drop_caches(struct wb_device *wb)
 	r = wait_event_interruptible(wb->wait,
 				     READ_ONCE(wb->last_writeback_id) >= id ||
 				     wb_dead(wb) ||
+				     test_bit(WB_F_SUSPENDING, &wb->flags) ||
 				     test_bit(WB_F_SUSPENDED, &wb->flags));
 	atomic_dec(&wb->drop_caches);
-	if (r)
-		return r;
 	if (wb_dead(wb))
 		return -EIO;
-	return READ_ONCE(wb->last_writeback_id) >= id ? 0 : -EBUSY;
+	if (READ_ONCE(wb->last_writeback_id) >= id)
+		return 0;
+	if (r)
+		return wb_drop_caches_stopped(wb, -EINTR, "signal");
+	return wb_drop_caches_stopped(wb, -EBUSY, "the device is suspending");
+}
+
+/* The reply to error_counts: <name> <count> pairs, enum wb_err_counter's order. */
+static const char *const wb_err_counter_names[WB_ERR_NR] = {
+	[WB_ERR_BACKING_READ] = "backing_read",
+	[WB_ERR_BACKING_WRITE] = "backing_write",
+	[WB_ERR_BACKING_FLUSH] = "backing_flush",
+	[WB_ERR_CACHE_READ] = "cache_read",
+	[WB_ERR_CACHE_WRITE] = "cache_write",
+	[WB_ERR_CACHE_FLUSH] = "cache_flush",
+	[WB_ERR_CACHE_READ_FALLBACK] = "cache_read_fallback",
+	[WB_ERR_FAILED_REQUESTS] = "failed_requests",
+	[WB_ERR_TRANSIENT] = "transient",
+};
+
+static void wb_emit_error_counts(struct wb_device *wb, char *result,
+				 unsigned int maxlen)
+{
+	unsigned int sz = 0, i;
+
+	for (i = 0; i < WB_ERR_NR; i++)
+		DMEMIT("%s%s %lld", i ? " " : "", wb_err_counter_names[i],
+		       (long long)atomic64_read(&wb->nr_errors[i]));
 }
 
 /*
@@ -623,7 +701,7 @@ static void wb_emit_dead_cause(struct wb_device *wb, char *result,
 	smp_rmb();	/* pairs with wb_set_dead: cause before flag */
 	DMEMIT("%s %s %llu %d",
 	       wb->cause.dev == WB_DEV_CACHE ? "cache" : "backing",
-	       wb->cause.op, (unsigned long long)wb->cause.sector,
+	       wb_op_name(wb->cause.op), (unsigned long long)wb->cause.sector,
 	       wb->cause.err);
 }
 
@@ -632,6 +710,7 @@ static void wb_emit_dead_cause(struct wb_device *wb, char *result,
  * dmsetup message <dev> 0 drop_caches       (write back everything, wait)
  * dmsetup message <dev> 0 clear_stat
  * dmsetup message <dev> 0 dead_cause        (replies why the target died)
+ * dmsetup message <dev> 0 error_counts      (replies the error counters)
  */
 static int writeboost_message(struct dm_target *ti, unsigned int argc,
 			      char **argv, char *result, unsigned int maxlen)
@@ -644,6 +723,10 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 		wb_emit_dead_cause(wb, result, maxlen);
 		return 1;	/* the reply is in result */
 	}
+	if (argc == 1 && !strcasecmp(argv[0], "error_counts")) {
+		wb_emit_error_counts(wb, result, maxlen);
+		return 1;
+	}
 
 	if (argc == 1 && !strcasecmp(argv[0], "drop_caches"))
 		return wb_drop_caches(wb);
@@ -654,7 +737,7 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 		return 0;
 	}
 	if (argc != 2) {
-		DMWARN("unknown message: use <key> <value>, drop_caches, clear_stat or dead_cause");
+		DMWARN("unknown message: use <key> <value>, drop_caches, clear_stat, dead_cause or error_counts");
 		return -EINVAL;
 	}
 	t = wb_tunable_index(argv[0]);
@@ -787,6 +870,8 @@ static struct target_type writeboost_target = {
 	.dtr = writeboost_dtr,
 	.map = writeboost_map,
 	.end_io = writeboost_end_io,
+	.presuspend = writeboost_presuspend,
+	.presuspend_undo = writeboost_presuspend_undo,
 	.postsuspend = writeboost_postsuspend,
 	.preresume = writeboost_preresume,
 	.resume = writeboost_resume,

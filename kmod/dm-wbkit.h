@@ -173,13 +173,32 @@ struct wb_segment {
 };
 
 enum wb_dev_kind { WB_DEV_BACKING, WB_DEV_CACHE };
+enum wb_op { WB_OP_READ, WB_OP_WRITE, WB_OP_FLUSH };
 
 /* The first fatal I/O error: why the target is dead. */
 struct wb_cause {
 	int err;
 	enum wb_dev_kind dev;
-	const char *op;
+	enum wb_op op;
 	u64 sector;
+};
+
+/*
+ * Error counters, the reply to the message error_counts in this order.
+ * kmod/README.md's fault table says which row counts where and what it
+ * does: only some rows make the target dead.
+ */
+enum wb_err_counter {
+	WB_ERR_BACKING_READ,	/* user reads: that bio fails */
+	WB_ERR_BACKING_WRITE,	/* writeback (fatal), write-around (the bio) */
+	WB_ERR_BACKING_FLUSH,
+	WB_ERR_CACHE_READ,
+	WB_ERR_CACHE_WRITE,
+	WB_ERR_CACHE_FLUSH,
+	WB_ERR_CACHE_READ_FALLBACK,	/* clean copies served from the backing device */
+	WB_ERR_FAILED_REQUESTS,	/* bios failed while the target stayed live */
+	WB_ERR_TRANSIENT,	/* -EAGAIN, -ENOMEM: retried or passed up, never fatal */
+	WB_ERR_NR,
 };
 
 /* One dirty block scheduled for writeback. */
@@ -233,10 +252,18 @@ struct wb_bio {
 struct wb_per_bio {
 	enum wb_remap remap;	/* sent to a device as is */
 	sector_t sector;	/* where, for the cause of an error */
-	const char *op;		/* what, for the cause of an error */
+	enum wb_op op;		/* what, for the cause of an error */
 	struct wb_segment *seg;	/* WB_REMAP_CACHE: pinned (nr_dev_readers) */
+	/*
+	 * WB_REMAP_CACHE of a clean copy: where the same data is on the
+	 * backing device, for a read that fails on the cache device.
+	 */
+	struct wb_metablock *mb;
+	bool clean;
+	sector_t backing_sector;
 	u64 commit_id;		/* flush/FUA: completes once this id is durable */
-	struct bvec_iter iter;	/* WB_REMAP_READ_CACHE: the data, at map time */
+	/* WB_REMAP_READ_CACHE and WB_REMAP_CACHE: the data, at map time */
+	struct bvec_iter iter;
 	u32 cell;		/* WB_REMAP_READ_CACHE */
 };
 
@@ -267,6 +294,8 @@ enum wb_tunable {
 #define WB_F_DEAD	0	/* fail-stop, never clears */
 #define WB_F_SUSPENDED	1	/* from postsuspend to the next resume */
 #define WB_F_STARTED	2	/* formatted or replayed: the instance went live */
+/* From presuspend to resume (or presuspend_undo): long waits give up. */
+#define WB_F_SUSPENDING	3
 
 struct wb_device {
 	struct dm_target *ti;
@@ -321,6 +350,8 @@ struct wb_device {
 	/* Bio path */
 	spinlock_t bio_lock;
 	struct bio_list deferred;
+	/* Clean-copy reads that failed on the cache device, see wb_fallback. */
+	struct bio_list fallback;
 	struct workqueue_struct *io_wq;
 	struct work_struct io_work;
 	void *bounce;			/* 4 KiB, bio worker only */
@@ -386,6 +417,8 @@ struct wb_device {
 	atomic64_t stat[WB_STATLEN];
 	atomic64_t nr_partial_flushed;
 
+	atomic64_t nr_errors[WB_ERR_NR];
+
 	/* Dead state */
 	int dead_err;			/* first error, set once with cmpxchg */
 	struct wb_cause cause;
@@ -396,8 +429,13 @@ u32 wb_checksum(const void *seg_buf, u8 length);
 int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
 	       sector_t sector, void *buf, unsigned int len);
 int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
-void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, const char *op,
+void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op,
 		 u64 sector, int err);
+void wb_count_error(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op);
+const char *wb_op_name(enum wb_op op);
+int wb_sync_io_nofail(struct wb_device *wb, enum wb_dev_kind dev,
+		      blk_opf_t opf, sector_t sector, void *buf,
+		      unsigned int len);
 int wb_format_or_replay(struct wb_device *wb, char **error);
 int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
 void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
@@ -465,13 +503,24 @@ static inline bool wb_dead(struct wb_device *wb)
 }
 
 /*
- * -ENOMEM from the block layer is no reason to die: it is waited out. True
- * (after the wait) when the caller should try again.
+ * A transient error (BLK_STS_RESOURCE is -ENOMEM, BLK_STS_AGAIN -EAGAIN)
+ * says nothing about the data: a bio of the target's own is sent again,
+ * a bio from above fails with it alone.
  */
-static inline bool wb_retry_after_nomem(int err)
+static inline bool wb_err_transient(int err)
 {
-	if (err != -ENOMEM)
+	return err == -ENOMEM || err == -EAGAIN;
+}
+
+/*
+ * No reason to die: it is waited out and counted. True (after the wait)
+ * when the caller should try again.
+ */
+static inline bool wb_retry_transient(struct wb_device *wb, int err)
+{
+	if (!wb_err_transient(err))
 		return false;
+	atomic64_inc(&wb->nr_errors[WB_ERR_TRANSIENT]);
 	msleep(100);
 	return true;
 }
