@@ -264,8 +264,9 @@ rows() {
 
 	ROW=sb_record
 	mk $T "$linear_backing" "$linear_cache" "2 update_sb_record_interval 1"
-	swap cached "$(cache_hole 2040 8)"
 	put 5000 S || r write failed
+	# The record is written every second, changed or not: dead from here.
+	swap cached "$(cache_hole 2040 8)"
 	bounded drop $DMSETUP message wb 0 drop_caches
 	sleep 3
 	r state "$(state)"
