@@ -169,35 +169,54 @@ DmsetupReader::DmsetupReader(std::string program) : program_(find_program(progra
 
 std::string DmsetupReader::query(const std::vector<std::string>& args)
 {
-	std::vector<std::string> argv{program_};
-	argv.insert(argv.end(), args.begin(), args.end());
-	ProgramOutput done = run_program(argv);
+	ProgramOutput done = run_program(argv_of(args));
 	if (done.status != 0)
 		throw Error(fmt::format("`{}` failed (exit {}): {}", command_text(program_, args), done.status,
 					said(done.err)));
 	return done.out;
 }
 
-void DmsetupReader::read_dead_causes(std::vector<WbDevice>& devices)
+void DmsetupReader::read_messages(std::vector<WbDevice>& devices)
 {
 	for (WbDevice& d : devices) {
-		if (!d.status.dead().value_or(false))
+		// Only dm-wbkit knows the messages; both are read-only queries.
+		if (d.status.module() != TargetModule::dm_wbkit)
 			continue;
-		// A read-only query: dm-wbkit replies with the kept cause.
-		const std::vector<std::string> args{"message", d.name, std::to_string(d.start), "dead_cause"};
-		std::vector<std::string> argv{program_};
-		argv.insert(argv.end(), args.begin(), args.end());
-		ProgramOutput done = run_program(argv);
-		std::string cause = done.out;
-		while (!cause.empty() && (cause.back() == '\n' || cause.back() == ' '))
-			cause.pop_back();
-		if (done.status != 0 || cause.empty()) {
-			warnings_.push_back(fmt::format("{} is dead, but `{}` did not say why (exit {}): {}", d.name,
-							command_text(program_, args), done.status, said(done.err)));
-			continue;
+		if (d.status.dead().value_or(false)) {
+			// dm-wbkit replies with the kept cause.
+			const std::vector<std::string> args{"message", d.name, std::to_string(d.start), "dead_cause"};
+			ProgramOutput done = run_program(argv_of(args));
+			std::string cause = done.out;
+			while (!cause.empty() && (cause.back() == '\n' || cause.back() == ' '))
+				cause.pop_back();
+			if (done.status != 0 || cause.empty())
+				warnings_.push_back(fmt::format("{} is dead, but `{}` did not say why (exit {}): {}",
+								d.name, command_text(program_, args), done.status,
+								said(done.err)));
+			else
+				d.dead_cause = cause;
 		}
-		d.dead_cause = cause;
+		// A dm-wbkit older than error_counts fails the message (as
+		// dm-writeboost would): no counters, and nothing to warn about.
+		const std::vector<std::string> args{"message", d.name, std::to_string(d.start), "error_counts"};
+		ProgramOutput done = run_program(argv_of(args));
+		if (done.status != 0 || done.out.find_first_not_of(" \t\r\n") == std::string::npos)
+			continue;
+		try {
+			d.errors = parse_error_counts(done.out);
+		} catch (const StatusFormatError& e) {
+			warnings_.push_back(fmt::format("{}: the reply to `{}` does not read as error counters ({}); "
+							"they are not shown",
+							d.name, command_text(program_, args), e.what()));
+		}
 	}
+}
+
+std::vector<std::string> DmsetupReader::argv_of(const std::vector<std::string>& args) const
+{
+	std::vector<std::string> argv{program_};
+	argv.insert(argv.end(), args.begin(), args.end());
+	return argv;
 }
 
 std::vector<WbDevice> DmsetupReader::all()
@@ -205,7 +224,7 @@ std::vector<WbDevice> DmsetupReader::all()
 	const std::string status = query({"status", "--target", "writeboost"});
 	const std::string table = query({"table", "--target", "writeboost"});
 	std::vector<WbDevice> devices = read_dmsetup_output(status + "\n" + table, "dmsetup");
-	read_dead_causes(devices);
+	read_messages(devices);
 	return devices;
 }
 
@@ -224,7 +243,7 @@ std::vector<WbDevice> DmsetupReader::named(const std::vector<std::string>& names
 			devices.push_back(std::move(d));
 		}
 	}
-	read_dead_causes(devices);
+	read_messages(devices);
 	return devices;
 }
 

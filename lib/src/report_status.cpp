@@ -63,7 +63,9 @@ ojson rates_json(const std::optional<WbRates>& rates)
 			      "writeback_segments_per_second",
 			      "dirty_blocks_per_second",
 			      "read_hit_ratio",
-			      "write_hit_ratio"};
+			      "write_hit_ratio",
+			      "errors",
+			      "errors_per_second"};
 	if (r.reset) {
 		for (const char* key : keys)
 			doc[key] = nullptr;
@@ -83,6 +85,27 @@ ojson rates_json(const std::optional<WbRates>& rates)
 	doc["dirty_blocks_per_second"] = r.per_second(r.dirty_blocks_change);
 	doc["read_hit_ratio"] = ratio_json(r.read_hit_ratio);
 	doc["write_hit_ratio"] = ratio_json(r.write_hit_ratio);
+	doc["errors"] = nullptr;
+	doc["errors_per_second"] = nullptr;
+	if (r.errors) {
+		ojson deltas = ojson::object(), per_second = ojson::object();
+		for (const auto& [name, delta] : *r.errors) {
+			deltas[name] = delta;
+			per_second[name] = r.per_second(delta);
+		}
+		doc["errors"] = deltas;
+		doc["errors_per_second"] = per_second;
+	}
+	return doc;
+}
+
+ojson errors_json(const std::optional<WbErrorCounts>& errors)
+{
+	if (!errors)
+		return nullptr;
+	ojson doc = ojson::object();
+	for (const auto& [name, value] : errors->counters)
+		doc[name] = value;
 	return doc;
 }
 
@@ -112,6 +135,7 @@ ojson device_json(const WbDevice& d, const std::optional<WbRates>* rates)
 		{"target", std::string(target_module_name(s.module()))},
 		{"dead", optional_json(s.dead())},
 		{"dead_cause", optional_json(d.dead_cause)},
+		{"errors", errors_json(d.errors)},
 		{"status",
 		 {{"cursor_pos", s.cursor_pos},
 		  {"nr_cache_blocks", s.nr_cache_blocks},
@@ -162,6 +186,44 @@ std::string percent(const std::optional<double>& ratio)
 }
 
 std::string rate(double value) { return fmt::format("{:.1f}", value); }
+
+std::string counter_list(const std::vector<std::pair<std::string, std::uint64_t>>& counters)
+{
+	std::string text;
+	for (const auto& [name, value] : counters)
+		text += fmt::format("{}{} {}", text.empty() ? "" : ", ", name, value);
+	return text;
+}
+
+// The errors line of a device: what the error counters say, and plainly
+// when errors that kill the target were counted.
+std::string errors_text(const WbDevice& d, const std::string& source)
+{
+	if (d.status.module() != TargetModule::dm_wbkit)
+		return "not reported (dm-writeboost has no error counters)";
+	if (!d.errors)
+		return source == "dmsetup" ? "not known (no usable reply to the message error_counts; a dm-wbkit "
+					     "older than it has none)"
+					   : "not known (not read from dmsetup: the counters are dm-wbkit's reply to the "
+					     "message error_counts)";
+	const WbErrorSummary s = error_summary(*d.errors);
+	if (s.nonzero.empty())
+		return fmt::format("none since the target was made ({} counters at 0)", d.errors->counters.size());
+	std::string text = fmt::format("backing device {}, cache device {}, failed requests {}, transient {} since "
+				       "the target was made: {}",
+				       s.backing, s.cache, s.failed_requests, s.transient, counter_list(s.nonzero));
+	if (!s.fatal.empty())
+		text += fmt::format("; FATAL: {} (every such error makes the target dead)", counter_list(s.fatal));
+	else if (!s.maybe_fatal.empty() && d.status.dead().value_or(false)) {
+		// Alive, the target had none fatal; dead, these may be why.
+		std::string maybe;
+		for (const auto& [name, value] : s.maybe_fatal)
+			maybe += fmt::format("{}{} {} ({})", maybe.empty() ? "" : ", ", name, value,
+					     name == "backing_write" ? "fatal when writing back" : "fatal unless a clean copy");
+		text += "; possibly fatal: " + maybe;
+	}
+	return text;
+}
 
 // "wb@2048" for the second writeboost target of a device, so every label
 // set is unique; the plain name for the usual one-target device.
@@ -235,6 +297,7 @@ void print_status(std::ostream& out, const StatusReport& report)
 		else
 			fmt::print(out, "  state      DEAD: {}; every I/O fails, recover offline (wbrecover(8))\n",
 				   d.dead_cause ? *d.dead_cause : std::string("cause not read"));
+		fmt::print(out, "  errors     {}\n", errors_text(d, report.source));
 		fmt::print(out, "  dirty      {} block(s), {} (at most), {} of {} cache blocks ({})\n", f.dirty_blocks,
 			   human_bytes(f.dirty_bytes), percent(f.dirty_ratio), f.cache_blocks, human_bytes(f.cache_bytes));
 		fmt::print(out, "  segments   {} of {} in use ({}): current id {}, last flushed {}, last written back {}\n",
@@ -277,6 +340,15 @@ void print_status(std::ostream& out, const StatusReport& report)
 				   x.seconds, rate(x.per_second(x.reads)), percent(x.read_hit_ratio),
 				   rate(x.per_second(x.writes)), percent(x.write_hit_ratio),
 				   rate(x.per_second(x.segments_written_back)), x.per_second(x.dirty_blocks_change));
+			// Errors only when some were counted: the errors line has the totals.
+			std::string errors;
+			if (x.errors)
+				for (const auto& [name, delta] : *x.errors)
+					if (delta)
+						errors += fmt::format("{}{} {}/s", errors.empty() ? "" : ", ", name,
+								      rate(x.per_second(delta)));
+			if (!errors.empty())
+				fmt::print(out, "  errors/s   {}\n", errors);
 		}
 	}
 }
@@ -355,6 +427,16 @@ void write_status_prometheus(std::ostream& out, const StatusReport& report)
 	for (std::size_t i = 0; i < report.devices.size(); ++i)
 		fmt::print(out, "writeboost_partial_flushed_segments_total{{{}}} {}\n", base(i),
 			   report.devices[i].status.nr_partial_flushed);
+
+	head("writeboost_errors_total", "counter",
+	     "I/O errors since the target was made, by counter (dm-wbkit's message error_counts; clear_stat leaves "
+	     "them). Always fatal: backing_flush, cache_write, cache_flush; in part: backing_write (writeback "
+	     "writes), cache_read (all but clean copies, see cache_read_fallback). See wbstat(8).");
+	for (std::size_t i = 0; i < report.devices.size(); ++i)
+		if (const auto& errors = report.devices[i].errors)
+			for (const auto& [name, value] : errors->counters)
+				fmt::print(out, "writeboost_errors_total{{{},counter=\"{}\"}} {}\n", base(i),
+					   label_value(name), value);
 
 	head("writeboost_tunable", "gauge",
 	     "Tunables by table key: the status's current values, and from the table nr_max_batched_writeback, "

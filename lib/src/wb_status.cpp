@@ -346,6 +346,75 @@ std::vector<WbDevice> read_dmsetup_output(std::string_view text, std::string_vie
 	return devices;
 }
 
+std::optional<std::uint64_t> WbErrorCounts::count(std::string_view name) const
+{
+	for (const auto& [k, v] : counters)
+		if (k == name)
+			return v;
+	return std::nullopt;
+}
+
+WbErrorCounts parse_error_counts(std::string_view reply)
+{
+	const auto tokens = tokens_of(reply);
+	if (tokens.empty())
+		throw StatusFormatError("an empty reply");
+	if (tokens.size() % 2)
+		throw StatusFormatError(fmt::format("{} words, not <name> <count> pairs", tokens.size()));
+	auto name_char = [](char c, bool first) {
+		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
+	};
+	WbErrorCounts counts;
+	for (std::size_t i = 0; i < tokens.size(); i += 2) {
+		const std::string_view name = tokens[i];
+		bool good = name.size() <= 64;
+		for (std::size_t k = 0; good && k < name.size(); ++k)
+			good = name_char(name[k], k == 0);
+		if (!good)
+			throw StatusFormatError(fmt::format("word {} is not a counter name: '{}'", i + 1, shown(name)));
+		auto value = decimal(tokens[i + 1]);
+		if (!value)
+			throw StatusFormatError(
+				fmt::format("the count of {} is not a number: '{}'", name, shown(tokens[i + 1])));
+		if (counts.count(name))
+			throw StatusFormatError(fmt::format("{} is given twice", name));
+		counts.counters.emplace_back(std::string(name), *value);
+	}
+	return counts;
+}
+
+ErrorEffect error_counter_effect(std::string_view name)
+{
+	for (const ErrorCounterInfo& info : known_error_counters)
+		if (name == info.name)
+			return info.effect;
+	return ErrorEffect::unknown;
+}
+
+WbErrorSummary error_summary(const WbErrorCounts& counts)
+{
+	WbErrorSummary s;
+	auto get = [&](std::string_view name) { return counts.count(name).value_or(0); };
+	s.backing = get("backing_read") + get("backing_write") + get("backing_flush");
+	s.cache = get("cache_read") + get("cache_write") + get("cache_flush");
+	s.failed_requests = get("failed_requests");
+	s.transient = get("transient");
+	for (const auto& [name, value] : counts.counters) {
+		if (value == 0)
+			continue;
+		s.nonzero.emplace_back(name, value);
+		if (error_counter_effect(name) == ErrorEffect::fatal)
+			s.fatal.emplace_back(name, value);
+	}
+	if (get("backing_write"))
+		s.maybe_fatal.emplace_back("backing_write", get("backing_write"));
+	// A clean copy the cache device could not read counts in cache_read too;
+	// served from the backing device, it was not fatal.
+	if (get("cache_read") > get("cache_read_fallback"))
+		s.maybe_fatal.emplace_back("cache_read", get("cache_read") - get("cache_read_fallback"));
+	return s;
+}
+
 WbFigures wb_figures(const WbStatus& s)
 {
 	WbFigures f;
@@ -407,6 +476,19 @@ std::optional<WbRates> wb_rates(const WbDevice& before, const WbDevice& after, d
 	r.dirty_blocks_change = std::int64_t(b.nr_dirty_cache_blocks) - std::int64_t(a.nr_dirty_cache_blocks);
 	r.read_hit_ratio = ratio(r.read_hits, r.reads);
 	r.write_hit_ratio = ratio(r.write_hits, r.writes);
+	if (before.errors && after.errors) {
+		std::vector<std::pair<std::string, std::uint64_t>> deltas;
+		bool back = false;
+		for (const auto& [name, value] : after.errors->counters) {
+			auto old = before.errors->count(name);
+			if (!old)
+				continue; // new in this sample: nothing to compare
+			back = back || value < *old;
+			deltas.emplace_back(name, value - std::min(value, *old));
+		}
+		if (!back)
+			r.errors = std::move(deltas);
+	}
 	return r;
 }
 

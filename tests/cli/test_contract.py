@@ -14,8 +14,8 @@ HELP_WORDS = {
     "wbdump": ("--backing", "--json", "--no-verify"),
     "wbreplay": ("--mark-clean", "--dry-run", "--force", "O_EXCL", "Exit codes", "4 refused"),
     "wbrecover": ("--salvage", "--output", "--report", "single point", "Exit codes", "0 nothing was lost"),
-    "wbstat": ("--json", "--prometheus-file", "--interval", "dead_cause", "never writes", "Exit codes",
-               "1 a dm-wbkit target is dead"),
+    "wbstat": ("--json", "--prometheus-file", "--interval", "dead_cause", "error_counts", "never writes",
+               "Exit codes", "1 a dm-wbkit target is dead"),
 }
 
 

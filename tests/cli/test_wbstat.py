@@ -1,7 +1,7 @@
 """wbstat from the outside, without a kernel: dmsetup's output as the VM
 scenario 89-wbstat captured it from both modules (fixtures/status/), read
 from a file or stdin, and a stand-in dmsetup for the live paths (default,
-named devices, dead_cause, --interval, --prometheus-file). Human, JSON
+named devices, dead_cause, error_counts, --interval, --prometheus-file). Human, JSON
 (validated against docs/schemas/wbstat-1.schema.json, every figure checked
 against the raw line) and Prometheus output (parsed by the Prometheus client
 library when it is installed, and by a strict line check), bad input, usage
@@ -106,7 +106,8 @@ def test_json_says_what_the_captured_lines_say(tag, tmp_path):
     assert doc["source"] == str(path) and doc["interval_seconds"] is None
     for d in doc["devices"]:
         assert d["target"] == target
-        assert d["rates"] is None and d["dead_cause"] is None  # a file: no message is sent
+        # A file: no message is sent.
+        assert d["rates"] is None and d["dead_cause"] is None and d["errors"] is None
         check_device(d, status[d["name"]], table[d["name"]])
 
 
@@ -147,9 +148,12 @@ def test_human_output_labels_every_figure():
     assert len(blocks) == 2
     for block in blocks:
         labels = [line.split()[0] for line in block.splitlines()[1:]]
-        assert labels == ["state", "dirty", "segments", "writeback", "reads", "writes", "partial", "tunables"], block
+        assert labels == ["state", "errors", "dirty", "segments", "writeback", "reads", "writes", "partial",
+                          "tunables"], block
     assert "  state      DEAD: cause not read;" in blocks[0]
     assert "  state      alive\n" in blocks[1]
+    assert "  errors     not known (not read from dmsetup: the counters are dm-wbkit's reply to the message " \
+        "error_counts)\n" in blocks[1]
     assert "nr_max_batched_writeback 16" in blocks[1]
 
 
@@ -220,7 +224,7 @@ def test_prometheus_parses_and_matches_the_raw_lines():
 
 def test_upstream_has_no_dead_metric():
     samples = parse_exposition(wbstat("--prometheus", "-", input=capture("up")).stdout)
-    assert not [key for key in samples if key[0] == "writeboost_dead"]
+    assert not [key for key in samples if key[0] in ("writeboost_dead", "writeboost_errors_total")]
     assert [key for key in samples if key[0] == "writeboost_segments"]
 
 
@@ -268,7 +272,8 @@ def test_usage_errors(args):
 
 
 # The stand-in dmsetup: answers status, table and message from files,
-# logs every call, and fails anything else.
+# logs every call, and fails anything else. error_counts without a file
+# fails as dm-writeboost (or a dm-wbkit before the message) fails it.
 FAKE = textwrap.dedent("""\
     #!/usr/bin/python3
     import os, pathlib, sys
@@ -296,6 +301,21 @@ FAKE = textwrap.dedent("""\
             answer(f"{kind}.{dev}")
     elif args[0] == "message" and args[3:] == ["dead_cause"]:
         answer(f"message.{args[1]}.{args[2]}")
+    elif args[0] == "message" and args[3:] == ["error_counts"]:
+        name = f"errors.{args[1]}.{args[2]}"
+        if (d / f"{name}.1").exists():
+            # A series, as for status.
+            count = d / f"count.{name}"
+            n = int(count.read_text()) + 1 if count.exists() else 1
+            count.write_text(str(n))
+            while not (d / f"{name}.{n}").exists():
+                n -= 1
+            name = f"{name}.{n}"
+        if not (d / name).exists() and not (d / f"{name}.fail").exists():
+            sys.stderr.write(f"device-mapper: message ioctl on {args[1]}  failed: Invalid argument\\n"
+                             "Command failed.\\n")
+            sys.exit(1)
+        answer(name)
     else:
         sys.stderr.write("fake dmsetup: not a read-only query: " + " ".join(args) + "\\n")
         sys.exit(9)
@@ -327,29 +347,123 @@ def fake(tmp_path):
     return Fake()
 
 
-def test_live_reads_status_table_and_the_dead_cause_only(fake):
+COUNTERS = ("backing_read", "backing_write", "backing_flush", "cache_read", "cache_write", "cache_flush",
+            "cache_read_fallback", "failed_requests", "transient")
+
+
+def counts_reply(**nonzero):
+    """dm-wbkit's reply to error_counts: every counter, 0 unless given."""
+    counts = {name: 0 for name in COUNTERS} | nonzero
+    return " ".join(f"{name} {value}" for name, value in counts.items()) + "\n"
+
+
+def test_live_reads_status_table_and_the_two_messages_only(fake):
     fake.put("status.all", (DATA / "dead.status").read_text())
     fake.put("table.all", (DATA / "dead.table").read_text())
-    fake.put("message.wbd.0", "backing read 8000 -5\n")
+    fake.put("message.wbd.0", "backing write 0 -5\n")
+    fake.put("errors.wbd.0", counts_reply(backing_read=1, backing_write=1, failed_requests=1))
+    fake.put("errors.wbk.0", counts_reply())
     doc = document(fake.run("--json"), DAMAGE)
-    assert fake.calls() == ["status --target writeboost", "table --target writeboost", "message wbd 0 dead_cause"]
+    assert fake.calls() == ["status --target writeboost", "table --target writeboost", "message wbd 0 dead_cause",
+                            "message wbd 0 error_counts", "message wbk 0 error_counts"]
     devices = {d["name"]: d for d in doc["devices"]}
-    assert devices["wbd"]["dead_cause"] == "backing read 8000 -5"
+    assert devices["wbd"]["dead_cause"] == "backing write 0 -5"
     assert devices["wbk"]["dead_cause"] is None
     assert doc["source"] == "dmsetup"
-    text = fake.run().stdout
-    assert "  state      DEAD: backing read 8000 -5;" in text
-    samples = parse_exposition(fake.run("--prometheus").stdout)
+    # Every counter, in dm-wbkit's order.
+    assert list(devices["wbk"]["errors"].items()) == [(name, 0) for name in COUNTERS]
+    assert list(devices["wbd"]["errors"]) == list(COUNTERS)
+    assert {k: v for k, v in devices["wbd"]["errors"].items() if v} == {"backing_read": 1, "backing_write": 1,
+                                                                           "failed_requests": 1}
+    done = fake.run()
+    assert done.returncode == DAMAGE and done.stderr == ""
+    wbd, wbk = done.stdout.split("\n\n")
+    assert "  state      DEAD: backing write 0 -5;" in wbd
+    assert "  errors     backing device 2, cache device 0, failed requests 1, transient 0 since the target was " \
+        "made: backing_read 1, backing_write 1, failed_requests 1; possibly fatal: backing_write 1 (fatal when " \
+        "writing back)\n" in wbd
+    assert "  errors     none since the target was made (9 counters at 0)\n" in wbk
+    text = fake.run("--prometheus").stdout
+    samples = parse_exposition(text)
     assert samples[("writeboost_dead_cause_info", frozenset({("device", "wbd"), ("target", "dm-wbkit"),
-                                                             ("cause", "backing read 8000 -5")}))] == 1
+                                                             ("cause", "backing write 0 -5")}))] == 1
+    for device, counts in (("wbd", devices["wbd"]["errors"]), ("wbk", devices["wbk"]["errors"])):
+        for name in COUNTERS:
+            labels = frozenset({("device", device), ("target", "dm-wbkit"), ("counter", name)})
+            assert samples[("writeboost_errors_total", labels)] == counts[name]
+    assert "# TYPE writeboost_errors_total counter\n" in text
+    prometheus_client = pytest.importorskip("prometheus_client.parser")
+    families = {f.name: f for f in prometheus_client.text_string_to_metric_families(text)}
+    assert families["writeboost_errors"].type == "counter"
+    assert len(families["writeboost_errors"].samples) == 18
+
+
+def test_error_counts_that_the_target_does_not_know_are_absent_not_an_error(fake):
+    # dm-writeboost, or a dm-wbkit before error_counts: the message fails.
+    fake.put("status.all", (DATA / "wk.status").read_text())
+    fake.put("table.all", (DATA / "wk.table").read_text())
+    done = fake.run("--json")
+    doc = document(done)
+    assert done.stderr == ""
+    assert fake.calls() == ["status --target writeboost", "table --target writeboost", "message wbk 0 error_counts"]
+    (d,) = doc["devices"]
+    assert d["errors"] is None
+    done = fake.run()
+    assert done.returncode == OK and done.stderr == ""
+    assert "  errors     not known (no usable reply to the message error_counts; a dm-wbkit older than it has " \
+        "none)\n" in done.stdout
+    samples = parse_exposition(fake.run("--prometheus").stdout)
+    assert not [key for key in samples if key[0] == "writeboost_errors_total"]
+    # An upstream device is not asked.
+    fake.put("status.all", (DATA / "up.status").read_text())
+    fake.put("table.all", (DATA / "up.table").read_text())
+    (fake.dir / "calls").unlink()
+    doc = document(fake.run("--json"))
+    assert fake.calls() == ["status --target writeboost", "table --target writeboost"]
+    assert doc["devices"][0]["errors"] is None
+
+
+@pytest.mark.parametrize("reply", ["", "backing_read\n", "backing_read 1 backing_write x\n", "1 2\n",
+                                   "backing_read -1\n", "backing_read 1 backing_read 1\n", "b\u00e4ck 1\n"])
+def test_error_counts_that_do_not_parse_are_absent(fake, reply):
+    fake.put("status.all", (DATA / "wk.status").read_text())
+    fake.put("table.all", (DATA / "wk.table").read_text())
+    fake.put("errors.wbk.0", reply)
+    done = fake.run("--json")
+    assert document(done)["devices"][0]["errors"] is None
+    if reply:
+        assert done.stderr.startswith("wbstat: warning: wbk: the reply to `")
+        assert "error_counts` does not read as error counters (" in done.stderr
+    else:
+        assert done.stderr == ""  # an empty reply: as if the message were unknown
+    done = fake.run()
+    assert done.returncode == OK and "  errors     not known (" in done.stdout
+
+
+def test_unknown_error_counters_are_kept(fake):
+    fake.put("status.all", (DATA / "wk.status").read_text())
+    fake.put("table.all", (DATA / "wk.table").read_text())
+    fake.put("errors.wbk.0", counts_reply(transient=3).rstrip("\n") + " new_counter 7\n")
+    doc = document(fake.run("--json"))
+    errors = doc["devices"][0]["errors"]
+    assert list(errors) == [*COUNTERS, "new_counter"] and errors["new_counter"] == 7
+    assert "failed requests 0, transient 3 since the target was made: transient 3, new_counter 7\n" in fake.run().stdout
+    samples = parse_exposition(fake.run("--prometheus").stdout)
+    labels = frozenset({("device", "wbk"), ("target", "dm-wbkit"), ("counter", "new_counter")})
+    assert samples[("writeboost_errors_total", labels)] == 7
 
 
 def test_a_dead_cause_that_cannot_be_read_is_a_warning(fake):
     fake.put("status.all", (DATA / "dead.status").read_text())
     fake.put("table.all", (DATA / "dead.table").read_text())
     fake.put("message.wbd.0.fail", "device-mapper: message ioctl on wbd failed: Invalid argument\n")
+    fake.put("errors.wbd.0", counts_reply(cache_write=1))
     doc = document(fake.run("--json"), DAMAGE)
     assert {d["name"]: d["dead_cause"] for d in doc["devices"]} == {"wbd": None, "wbk": None}
+    assert doc["devices"][0]["errors"]["cache_write"] == 1  # the counters are read all the same
+    text = fake.run().stdout
+    assert "  state      DEAD: cause not read;" in text
+    assert "cache_write 1; FATAL: cache_write 1 (every such error makes the target dead)\n" in text
     assert fake.run("--json").stderr.startswith("wbstat: warning: wbd is dead, but `")
     assert "Invalid argument" in fake.run("--json").stderr
 
@@ -426,10 +540,50 @@ def test_interval_rates_between_samples(fake):
     assert r["write_hit_ratio"] == pytest.approx(0.2) and r["read_hit_ratio"] is None
     assert r["writes_per_second"] == pytest.approx(50 / r["seconds"])
     assert r["dirty_blocks_per_second"] == pytest.approx(-50 / r["seconds"])
+    assert r["errors"] is None and r["errors_per_second"] is None  # no error counters: the message failed
     r = second["devices"][0]["rates"]
     assert r["reset"] and r["writes"] is None and r["writes_per_second"] is None
     assert fake.calls().count("status --target writeboost wb") == 3
-    assert all(c.split()[0] in ("status", "table") for c in fake.calls())
+    # Besides status and table, only error_counts, once per sample (no device is dead).
+    assert [c for c in fake.calls() if c.split()[0] not in ("status", "table")] == ["message wb 0 error_counts"] * 3
+
+
+def test_interval_error_rates(fake):
+    s1 = [0] * 16
+    s2 = s1[:]
+    s2[0] = 4  # four read misses
+    series(fake, "wb", [status_line(5, 4, 1, 300, s1), status_line(5, 4, 1, 300, s2), status_line(5, 4, 1, 300, s2),
+                        status_line(5, 4, 1, 300, s2)])
+    # The second sample: 3 failed read misses, 2 transient errors; the third
+    # says nothing new; the fourth went back (another device of that name).
+    for n, reply in enumerate([counts_reply(), counts_reply(backing_read=3, failed_requests=3, transient=2),
+                               counts_reply(backing_read=3, failed_requests=3, transient=2), counts_reply()], 1):
+        fake.put(f"errors.wb.0.{n}", reply)
+    done = fake.run("--json", "--interval", "0.2", "--count", "3", "wb")
+    assert done.returncode == OK, done.stderr
+    docs = [json.loads(line) for line in done.stdout.splitlines()]
+    for doc in docs:
+        VALIDATOR.validate(doc)
+    r = docs[0]["devices"][0]["rates"]
+    assert not r["reset"]
+    assert list(r["errors"]) == list(COUNTERS)
+    assert {k: v for k, v in r["errors"].items() if v} == {"backing_read": 3, "failed_requests": 3, "transient": 2}
+    assert r["errors_per_second"]["backing_read"] == pytest.approx(3 / r["seconds"])
+    assert r["errors_per_second"]["cache_write"] == 0
+    assert docs[0]["devices"][0]["errors"]["backing_read"] == 3
+    r = docs[1]["devices"][0]["rates"]
+    assert set(r["errors"].values()) == {0} and set(r["errors_per_second"].values()) == {0}
+    r = docs[2]["devices"][0]["rates"]
+    assert not r["reset"] and r["errors"] is None and r["errors_per_second"] is None
+    # The human form: a line of the counters that went up, none when none did.
+    for name in list(fake.dir.glob("count.*")):
+        name.unlink()
+    done = fake.run("--interval", "0.2", "--count", "2", "wb")
+    assert done.returncode == OK, done.stderr
+    first, second = done.stdout.split("\n\n--- ")
+    line = next(line for line in first.splitlines() if line.startswith("  errors/s"))
+    assert re.fullmatch(r"  errors/s   backing_read \d+\.\d/s, failed_requests \d+\.\d/s, transient \d+\.\d/s", line), line
+    assert "errors/s" not in second
 
 
 def test_interval_human_output(fake):

@@ -1,6 +1,7 @@
 // libFuzzer target for every parser entry point: superblock, segment header,
 // the whole log scan over an image whose headers come from the input, and
-// dmsetup's status and table lines as wbstat reads them.
+// dmsetup's status and table lines and dm-wbkit's error counters as wbstat
+// reads them.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 	try {
 		StatusReport report{.devices = read_dmsetup_output(
 					    std::string_view(reinterpret_cast<const char*>(data), size), "fuzz")};
+		(void)status_json(report);
+		std::ostringstream text;
+		print_status(text, report);
+		write_status_prometheus(text, report);
+	} catch (const StatusFormatError&) {
+	}
+
+	// The input as dm-wbkit's reply to error_counts, shown with a device.
+	try {
+		StatusReport report{.devices = read_dmsetup_output(
+					    "wb: 0 8 writeboost 0 1778 14 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 2 dead 1",
+					    "fuzz")};
+		report.devices[0].errors = parse_error_counts(std::string_view(reinterpret_cast<const char*>(data), size));
+		report.rates.push_back(wb_rates(report.devices[0], report.devices[0], 1.0));
+		report.interval_seconds = 1.0;
 		(void)status_json(report);
 		std::ostringstream text;
 		print_status(text, report);

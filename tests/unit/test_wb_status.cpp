@@ -438,3 +438,281 @@ TEST(StatusReport, PrometheusLabelsAreEscapedAndUnique)
 	EXPECT_NE(prom.str().find("writeboost_segments{device=\"m@8\","), std::string::npos);
 	EXPECT_NE(prom.str().find("writeboost_devices 3\n"), std::string::npos);
 }
+
+namespace {
+
+// dm-wbkit's reply to error_counts after one failed read miss.
+const std::string counts_reply = "backing_read 1 backing_write 0 backing_flush 0 cache_read 0 cache_write 0 "
+				 "cache_flush 0 cache_read_fallback 0 failed_requests 1 transient 0\n";
+
+WbErrorCounts counts_of(std::vector<std::pair<std::string, std::uint64_t>> pairs)
+{
+	WbErrorCounts c;
+	c.counters = std::move(pairs);
+	return c;
+}
+
+} // namespace
+
+TEST(ErrorCounts, ReplyInOrderWithUnknownNamesKept)
+{
+	const WbErrorCounts c = parse_error_counts(counts_reply);
+	ASSERT_EQ(c.counters.size(), 9u);
+	for (std::size_t i = 0; i < c.counters.size(); ++i)
+		EXPECT_EQ(c.counters[i].first, known_error_counters[i].name);
+	EXPECT_EQ(c.count("backing_read"), 1u);
+	EXPECT_EQ(c.count("failed_requests"), 1u);
+	EXPECT_EQ(c.count("transient"), 0u);
+	EXPECT_FALSE(c.count("no_such"));
+
+	// A later module's names at the end, a counter beyond 2^63, tabs.
+	const WbErrorCounts later =
+		parse_error_counts("  backing_read 0\tcache_write 2 new_counter_2 18446744073709551615 Odd_Name 7 \n");
+	ASSERT_EQ(later.counters.size(), 4u);
+	EXPECT_EQ(later.counters[2], (std::pair<std::string, std::uint64_t>{"new_counter_2", 18446744073709551615u}));
+	EXPECT_EQ(later.count("Odd_Name"), 7u);
+	EXPECT_EQ(error_counter_effect("cache_write"), ErrorEffect::fatal);
+	EXPECT_EQ(error_counter_effect("backing_write"), ErrorEffect::sometimes_fatal);
+	EXPECT_EQ(error_counter_effect("transient"), ErrorEffect::not_fatal);
+	EXPECT_EQ(error_counter_effect("new_counter_2"), ErrorEffect::unknown);
+}
+
+TEST(ErrorCounts, MalformedRepliesAreErrors)
+{
+	const std::pair<std::string, const char*> bad[] = {
+		{"", "an empty reply"},
+		{" \n", "an empty reply"},
+		{"backing_read", "1 words, not <name> <count> pairs"},
+		{"backing_read 1 backing_write", "3 words"},
+		{"backing_read -1", "the count of backing_read is not a number: '-1'"},
+		{"backing_read +1", "not a number"},
+		{"backing_read 0x10", "not a number"},
+		{"backing_read 18446744073709551616", "not a number"}, // 2^64
+		{"backing_read 1.5", "not a number"},
+		{"1 2", "word 1 is not a counter name: '1'"},
+		{"2nd 1", "not a counter name"},
+		{"backing-read 1", "not a counter name: 'backing-read'"},
+		{"a=\"b\" 1", "not a counter name"},
+		{"alive", "1 words"},
+		{"backing_read 1 backing_read 2", "backing_read is given twice"},
+		{"no such message", "3 words"},
+		{"dead 1 alive yes", "the count of alive is not a number: 'yes'"},
+		{std::string(65, 'a') + " 1", "not a counter name"},
+	};
+	for (const auto& [reply, why] : bad) {
+		const std::string error = error_of([&] { (void)parse_error_counts(reply); });
+		EXPECT_NE(error.find(why), std::string::npos) << "'" << reply << "': " << error;
+	}
+}
+
+TEST(ErrorCounts, SummaryTotalsAndFatalCounters)
+{
+	const WbErrorSummary quiet = error_summary(parse_error_counts(counts_reply));
+	EXPECT_EQ(quiet.backing, 1u);
+	EXPECT_EQ(quiet.cache, 0u);
+	EXPECT_EQ(quiet.failed_requests, 1u);
+	EXPECT_TRUE(quiet.fatal.empty());
+	EXPECT_TRUE(quiet.maybe_fatal.empty());
+	ASSERT_EQ(quiet.nonzero.size(), 2u);
+	EXPECT_EQ(quiet.nonzero[0].first, "backing_read");
+	EXPECT_EQ(quiet.nonzero[1].first, "failed_requests");
+
+	// Two clean copies served from the backing device and one dirty read
+	// (fatal), a cache write (fatal), a writeback write, an unknown name.
+	const WbErrorSummary bad = error_summary(counts_of({{"backing_write", 1},
+							    {"cache_read", 3},
+							    {"cache_write", 1},
+							    {"cache_read_fallback", 2},
+							    {"transient", 4},
+							    {"later", 5}}));
+	EXPECT_EQ(bad.backing, 1u);
+	EXPECT_EQ(bad.cache, 4u);
+	EXPECT_EQ(bad.transient, 4u);
+	EXPECT_EQ(bad.nonzero.size(), 6u);
+	EXPECT_EQ(bad.fatal, (std::vector<std::pair<std::string, std::uint64_t>>{{"cache_write", 1}}));
+	EXPECT_EQ(bad.maybe_fatal,
+		  (std::vector<std::pair<std::string, std::uint64_t>>{{"backing_write", 1}, {"cache_read", 1}}));
+	// Every cache read error a clean copy: none of them fatal.
+	EXPECT_TRUE(error_summary(counts_of({{"cache_read", 2}, {"cache_read_fallback", 2}})).maybe_fatal.empty());
+}
+
+TEST(WbRates, ErrorCountersOverAnInterval)
+{
+	WbDevice a;
+	a.name = "wb";
+	a.status = parse_wb_status(wbkit_line);
+	a.errors = parse_error_counts(counts_reply);
+	WbDevice b = a;
+	b.status.stat[0] += 4;
+	b.errors = counts_of({{"backing_read", 5}, {"backing_write", 0}, {"failed_requests", 3}, {"brand_new", 9}});
+	auto r = wb_rates(a, b, 2.0);
+	ASSERT_TRUE(r && r->errors);
+	// In the later sample's order; a name the earlier sample lacks is left out.
+	EXPECT_EQ(*r->errors, (std::vector<std::pair<std::string, std::uint64_t>>{
+				      {"backing_read", 4}, {"backing_write", 0}, {"failed_requests", 2}}));
+	EXPECT_DOUBLE_EQ(r->per_second(r->errors->front().second), 2.0);
+
+	// clear_stat leaves the error counters, but the interval is a reset.
+	WbDevice cleared = b;
+	cleared.status.stat = {};
+	auto reset = wb_rates(b, cleared, 1.0);
+	ASSERT_TRUE(reset && reset->reset);
+	EXPECT_FALSE(reset->errors);
+	// A counter that went back (the device was made again), or a sample
+	// without counters: not known.
+	WbDevice again = b;
+	again.status.stat[0] += 1;
+	again.errors = counts_of({{"backing_read", 0}, {"failed_requests", 3}});
+	r = wb_rates(b, again, 1.0);
+	ASSERT_TRUE(r && !r->reset);
+	EXPECT_FALSE(r->errors);
+	WbDevice none = b;
+	none.errors.reset();
+	EXPECT_FALSE(wb_rates(a, none, 1.0)->errors);
+	EXPECT_FALSE(wb_rates(none, b, 1.0)->errors);
+}
+
+TEST(StatusReport, ErrorCountersInJsonHumanAndPrometheus)
+{
+	StatusReport report;
+	report.devices = read_dmsetup_output("up: 0 32768 writeboost " + upstream_line + "\nwk: 0 32768 writeboost " +
+						     wbkit_line + "\nwd: 0 32768 writeboost " + dead_line +
+						     "\nold: 0 32768 writeboost " + wbkit_line + "\nq: 0 8 writeboost " +
+						     wbkit_line + "\n",
+					     "in");
+	ASSERT_EQ(report.devices.size(), 5u);
+	report.devices[1].errors = parse_error_counts(counts_reply + " later_counter 2");
+	report.devices[2].dead_cause = "cache write 5120 -5";
+	report.devices[2].errors = counts_of({{"backing_read", 0}, {"cache_write", 1}, {"failed_requests", 0}});
+	// old: a dm-wbkit without error_counts. q: every counter 0.
+	report.devices[4].errors = counts_of({{"backing_read", 0}, {"cache_write", 0}});
+	report.time = 1764650000;
+
+	const auto doc = nlohmann::json::parse(status_json(report));
+	const auto& devices = doc["devices"];
+	EXPECT_TRUE(devices[0]["errors"].is_null());
+	EXPECT_TRUE(devices[3]["errors"].is_null());
+	ASSERT_TRUE(devices[1]["errors"].is_object());
+	EXPECT_EQ(devices[1]["errors"].size(), 10u);
+	EXPECT_EQ(devices[1]["errors"]["backing_read"], 1);
+	EXPECT_EQ(devices[1]["errors"]["later_counter"], 2);
+	// In the order dm-wbkit printed them.
+	const std::string text = status_json(report, -1);
+	EXPECT_NE(text.find("\"errors\":{\"backing_read\":1,\"backing_write\":0,\"backing_flush\":0,"), std::string::npos);
+	EXPECT_EQ(devices[2]["errors"]["cache_write"], 1);
+
+	std::ostringstream human;
+	print_status(human, report);
+	const std::string h = human.str();
+	EXPECT_NE(h.find("up: dm-writeboost, sectors 0+32768 (16.0 MiB)\n  state      not reported (dm-writeboost has no "
+			 "dead state)\n  errors     not reported (dm-writeboost has no error counters)\n"),
+		  std::string::npos)
+		<< h;
+	EXPECT_NE(h.find("  errors     backing device 1, cache device 0, failed requests 1, transient 0 since the target "
+			 "was made: backing_read 1, failed_requests 1, later_counter 2\n"),
+		  std::string::npos)
+		<< h;
+	EXPECT_NE(h.find("  errors     backing device 0, cache device 1, failed requests 0, transient 0 since the target "
+			 "was made: cache_write 1; FATAL: cache_write 1 (every such error makes the target dead)\n"),
+		  std::string::npos)
+		<< h;
+	EXPECT_NE(h.find("old: dm-wbkit, sectors 0+32768 (16.0 MiB)\n  state      alive\n  errors     not known (no "
+			 "usable reply to the message error_counts; a dm-wbkit older than it has none)\n"),
+		  std::string::npos)
+		<< h;
+	EXPECT_NE(h.find("  errors     none since the target was made (2 counters at 0)\n"), std::string::npos) << h;
+
+	// A dead target with errors that may have been fatal says so; an
+	// alive one with the same counters had none fatal.
+	report.devices[2].errors = counts_of({{"backing_write", 2}, {"cache_read", 3}, {"cache_read_fallback", 1}});
+	report.devices[1].errors = report.devices[2].errors;
+	human.str("");
+	print_status(human, report);
+	EXPECT_NE(human.str().find("backing_write 2, cache_read 3, cache_read_fallback 1; possibly fatal: "
+				   "backing_write 2 (fatal when writing back), cache_read 2 (fatal unless a clean "
+				   "copy)\n"),
+		  std::string::npos)
+		<< human.str();
+	EXPECT_NE(human.str().find("backing_write 2, cache_read 3, cache_read_fallback 1\n"), std::string::npos);
+
+	// From a file: not read.
+	report.source = "saved.txt";
+	human.str("");
+	print_status(human, report);
+	EXPECT_NE(human.str().find("old: dm-wbkit, sectors 0+32768 (16.0 MiB)\n  state      alive\n  errors     not "
+				   "known (not read from dmsetup: the counters are dm-wbkit's reply to the message "
+				   "error_counts)\n"),
+		  std::string::npos)
+		<< human.str();
+
+	report.devices[1].errors = parse_error_counts(counts_reply + " later_counter 2");
+	report.devices[2].errors = counts_of({{"backing_read", 0}, {"cache_write", 1}, {"failed_requests", 0}});
+	std::ostringstream prom;
+	write_status_prometheus(prom, report);
+	const std::string p = prom.str();
+	EXPECT_NE(p.find("# HELP writeboost_errors_total I/O errors since the target was made, by counter"),
+		  std::string::npos);
+	EXPECT_NE(p.find("\n# TYPE writeboost_errors_total counter\n"
+			 "writeboost_errors_total{device=\"wk\",target=\"dm-wbkit\",counter=\"backing_read\"} 1\n"),
+		  std::string::npos)
+		<< p;
+	EXPECT_NE(p.find("writeboost_errors_total{device=\"wk\",target=\"dm-wbkit\",counter=\"later_counter\"} 2\n"),
+		  std::string::npos);
+	EXPECT_NE(p.find("writeboost_errors_total{device=\"wd\",target=\"dm-wbkit\",counter=\"cache_write\"} 1\n"),
+		  std::string::npos);
+	EXPECT_NE(p.find("writeboost_errors_total{device=\"q\",target=\"dm-wbkit\",counter=\"backing_read\"} 0\n"),
+		  std::string::npos);
+	// No counters, no samples: dm-writeboost, and a dm-wbkit without the message.
+	EXPECT_EQ(p.find("writeboost_errors_total{device=\"up\""), std::string::npos);
+	EXPECT_EQ(p.find("writeboost_errors_total{device=\"old\""), std::string::npos);
+	// No rates: Prometheus computes them from the counter.
+	EXPECT_EQ(p.find("errors_per"), std::string::npos);
+}
+
+TEST(StatusReport, ErrorRatesInJsonAndHuman)
+{
+	WbDevice a;
+	a.name = "wb";
+	a.status = parse_wb_status(wbkit_line);
+	a.errors = parse_error_counts(counts_reply);
+	WbDevice b = a;
+	b.errors = parse_error_counts("backing_read 3 backing_write 0 backing_flush 0 cache_read 0 cache_write 0 "
+				      "cache_flush 0 cache_read_fallback 0 failed_requests 3 transient 1");
+	StatusReport report{.devices = {b}, .rates = {wb_rates(a, b, 2.0)}, .interval_seconds = 2.0};
+	auto doc = nlohmann::json::parse(status_json(report));
+	const auto& r = doc["devices"][0]["rates"];
+	EXPECT_EQ(r["errors"].size(), 9u);
+	EXPECT_EQ(r["errors"]["backing_read"], 2);
+	EXPECT_EQ(r["errors"]["cache_write"], 0);
+	EXPECT_DOUBLE_EQ(r["errors_per_second"]["backing_read"].get<double>(), 1.0);
+	EXPECT_DOUBLE_EQ(r["errors_per_second"]["transient"].get<double>(), 0.5);
+	EXPECT_DOUBLE_EQ(r["errors_per_second"]["cache_write"].get<double>(), 0.0);
+
+	std::ostringstream human;
+	print_status(human, report);
+	EXPECT_NE(human.str().find("\n  errors/s   backing_read 1.0/s, failed_requests 1.0/s, transient 0.5/s\n"),
+		  std::string::npos)
+		<< human.str();
+	// Nothing counted in the interval: no errors/s line.
+	report.rates = {wb_rates(a, a, 2.0)};
+	human.str("");
+	print_status(human, report);
+	EXPECT_EQ(human.str().find("errors/s"), std::string::npos);
+	doc = nlohmann::json::parse(status_json(report));
+	EXPECT_EQ(doc["devices"][0]["rates"]["errors"]["backing_read"], 0);
+
+	// Without counters in either sample, and after a reset: null.
+	WbDevice bare = b;
+	bare.errors.reset();
+	report.rates = {wb_rates(a, bare, 2.0)};
+	doc = nlohmann::json::parse(status_json(report));
+	EXPECT_TRUE(doc["devices"][0]["rates"]["errors"].is_null());
+	EXPECT_TRUE(doc["devices"][0]["rates"]["errors_per_second"].is_null());
+	WbDevice cleared = b;
+	cleared.status.stat = {};
+	report.rates = {wb_rates(b, cleared, 2.0)};
+	doc = nlohmann::json::parse(status_json(report));
+	EXPECT_TRUE(doc["devices"][0]["rates"]["reset"].get<bool>());
+	EXPECT_TRUE(doc["devices"][0]["rates"]["errors"].is_null());
+	EXPECT_TRUE(doc["devices"][0]["rates"]["errors_per_second"].is_null());
+}

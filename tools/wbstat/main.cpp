@@ -27,8 +27,10 @@ Reads `dmsetup status --target writeboost` and `dmsetup table --target
 writeboost` for every device, or for the DEVICEs named, and prints labelled
 figures: dirty blocks and bytes, read and write hit ratios, segments in use,
 writeback progress (current, last flushed and last written-back segment id),
-the tunables, and for a dead dm-wbkit target why it died (the reply to the
-read-only message `dead_cause`). --interval adds rates over each interval.
+the tunables, dm-wbkit's error counters (the reply to the read-only message
+`error_counts`), and for a dead dm-wbkit target why it died (the reply to
+the read-only message `dead_cause`). --interval adds rates over each
+interval.
 
 `wbstat -` (or --from-file FILE) reads the output of dmsetup status, and
 table lines too, from stdin or a file instead: `dmsetup status | wbstat -`.

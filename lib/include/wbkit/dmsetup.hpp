@@ -1,7 +1,7 @@
 // Reading the writeboost targets of the running kernel through dmsetup(8):
 // `dmsetup status` and `dmsetup table` (--target writeboost), and dm-wbkit's
-// message `dead_cause` for a dead target. Only queries: nothing here loads,
-// suspends, changes or writes to a device.
+// messages `dead_cause` (for a dead target) and `error_counts`. Only
+// queries: nothing here loads, suspends, changes or writes to a device.
 #pragma once
 
 #include <string>
@@ -41,12 +41,16 @@ public:
 	std::vector<WbDevice> named(const std::vector<std::string>& devices);
 
 	// What went wrong without stopping the run (a dead cause that could not
-	// be read), for the caller to print as warnings.
+	// be read, error counters that do not parse), for the caller to print as
+	// warnings. A failed error_counts is none: dm-wbkit before it has no
+	// such message.
 	const std::vector<std::string>& warnings() const noexcept { return warnings_; }
 
 private:
 	std::string query(const std::vector<std::string>& args);
-	void read_dead_causes(std::vector<WbDevice>& devices);
+	std::vector<std::string> argv_of(const std::vector<std::string>& args) const;
+	// For each dm-wbkit target: dead_cause when it is dead, error_counts.
+	void read_messages(std::vector<WbDevice>& devices);
 
 	std::string program_;
 	std::vector<std::string> warnings_;

@@ -108,6 +108,84 @@ struct DmTargetLine {
 // nullopt when the line has not that shape.
 std::optional<DmTargetLine> split_dm_line(std::string_view line);
 
+// dm-wbkit's error counters: its reply to the read-only message
+// `error_counts`, `<name> <count>` pairs on one line, dm-wbkit 1 printing
+//
+//   backing_read N backing_write N backing_flush N cache_read N cache_write N
+//   cache_flush N cache_read_fallback N failed_requests N transient N
+//
+// Counted since the target was made (clear_stat leaves them). A later module
+// may add names at the end: every pair is kept, known or not. dm-writeboost
+// (and a dm-wbkit older than the message) fails the message: no counters.
+struct WbErrorCounts {
+	// In the order printed; names unique.
+	std::vector<std::pair<std::string, std::uint64_t>> counters;
+
+	std::optional<std::uint64_t> count(std::string_view name) const;
+};
+
+// Parses the reply (surrounding white space allowed). Throws
+// StatusFormatError for anything else: no pairs, a name without a count, a
+// name that is not [A-Za-z_][A-Za-z0-9_]* of at most 64 characters, a count
+// that is not a decimal number, a name twice.
+WbErrorCounts parse_error_counts(std::string_view reply);
+
+// What an error of a known counter does to the target (dm-wbkit(4), the
+// fault table of kmod/README.md).
+enum class ErrorEffect {
+	not_fatal,       // fails one request at most, or is retried
+	sometimes_fatal, // fatal for some of the I/O it counts, not for the rest
+	fatal,           // every error it counts made the target dead
+	unknown,         // a name this wbkit does not know
+};
+
+struct ErrorCounterInfo {
+	const char* name;
+	ErrorEffect effect;
+};
+
+// The counters dm-wbkit 1 replies, in its order, and what their errors do:
+// backing_read fails the request (read misses, the backing part of a partly
+// cached block, read-cache staging reads, clean-copy fallbacks);
+// backing_write counts writeback writes (fatal) and write_around_mode writes
+// (the request fails); cache_read counts clean copies (served from the
+// backing device instead, also counted in cache_read_fallback), dirty data
+// and writeback or replay reads (fatal); cache_write counts segments, header
+// zeroing, the superblock record and the trust record; failed_requests the
+// requests failed while the target stayed live; transient -EAGAIN and
+// -ENOMEM, retried or passed up.
+inline constexpr ErrorCounterInfo known_error_counters[] = {
+	{"backing_read", ErrorEffect::not_fatal},
+	{"backing_write", ErrorEffect::sometimes_fatal},
+	{"backing_flush", ErrorEffect::fatal},
+	{"cache_read", ErrorEffect::sometimes_fatal},
+	{"cache_write", ErrorEffect::fatal},
+	{"cache_flush", ErrorEffect::fatal},
+	{"cache_read_fallback", ErrorEffect::not_fatal},
+	{"failed_requests", ErrorEffect::not_fatal},
+	{"transient", ErrorEffect::not_fatal},
+};
+
+ErrorEffect error_counter_effect(std::string_view name);
+
+// The counters summed up, for a person: the errors of each device, the
+// requests that failed, and the counters of errors that kill the target.
+struct WbErrorSummary {
+	std::uint64_t backing = 0;         // backing_read + backing_write + backing_flush
+	std::uint64_t cache = 0;           // cache_read + cache_write + cache_flush
+	std::uint64_t failed_requests = 0; // failed_requests
+	std::uint64_t transient = 0;       // transient
+	// Nonzero counters, in the order printed, unknown names among them.
+	std::vector<std::pair<std::string, std::uint64_t>> nonzero;
+	// Nonzero counters whose errors are all fatal (ErrorEffect::fatal).
+	std::vector<std::pair<std::string, std::uint64_t>> fatal;
+	// Nonzero counters whose errors may have been fatal: backing_write, and
+	// cache_read beyond the clean copies served from the backing device.
+	std::vector<std::pair<std::string, std::uint64_t>> maybe_fatal;
+};
+
+WbErrorSummary error_summary(const WbErrorCounts& counts);
+
 // One writeboost target of a device: what its status and table say.
 struct WbDevice {
 	std::string name;         // the device-mapper name (or how the input named it)
@@ -118,6 +196,9 @@ struct WbDevice {
 	// dm-wbkit's reply to the message `dead_cause` when it is dead and the
 	// reply was read.
 	std::optional<std::string> dead_cause;
+	// dm-wbkit's reply to the message `error_counts`, when it was read and
+	// parsed (never from a file, never for dm-writeboost).
+	std::optional<WbErrorCounts> errors;
 };
 
 // Reads dmsetup's output: status lines, table lines, or both (a writeboost
@@ -179,6 +260,11 @@ struct WbRates {
 	std::int64_t dirty_blocks_change = 0; // net: writes add, writeback removes
 	std::optional<double> read_hit_ratio; // over the interval; nullopt without reads
 	std::optional<double> write_hit_ratio;
+	// How much each error counter went up, in the order of the later
+	// sample (names in both samples); nullopt when a sample has no
+	// counters, a counter went backwards (the device was made again) or
+	// `reset` is set.
+	std::optional<std::vector<std::pair<std::string, std::uint64_t>>> errors;
 
 	double per_second(std::uint64_t delta) const { return seconds > 0 ? double(delta) / seconds : 0; }
 	double per_second(std::int64_t delta) const { return seconds > 0 ? double(delta) / seconds : 0; }

@@ -6,8 +6,12 @@
 # figures derived from them), validate against its schema, and its
 # Prometheus output must parse; --interval over 50 writes and a drop_caches
 # must count exactly those writes and the segments written back; a dead
-# target's cause is dm-wbkit's reply to dead_cause; a missing device and a
-# device without a writeboost target are errors (exit 3).
+# target's cause is dm-wbkit's reply to dead_cause; the error counters are
+# dm-wbkit's reply to error_counts (all 9 at 0 on a healthy device; a read
+# miss on a failing backing device counts and fails that read alone, the
+# target stays alive; writeback to it kills), upstream fails that message
+# and has none; a missing device and a device without a writeboost target
+# are errors (exit 3).
 # The outputs are kept in the log folder (WBSTAT_RESULTS=<dir> keeps them
 # there instead): fixtures/status/ holds such captures as fixtures.
 set -euo pipefail
@@ -81,6 +85,9 @@ wb_load_target upstream
 wb_dm_create wbup "0 $HALF writeboost /dev/mapper/b1 /dev/vdb $ARGS"
 workload wbup
 snapshot up
+# Upstream does not know error_counts: the message fails.
+$DMSETUP message wbup 0 error_counts >$OUT/up.counts 2>&1
+echo $? >$OUT/up.counts.rc
 $DMSETUP status wbup | $WBSTAT --json - >$OUT/up.pipe.json 2>$OUT/up.pipe.err
 echo $? >$OUT/up.pipe.rc
 rates up wbup
@@ -91,13 +98,23 @@ wb_load_target wbkit
 wb_dm_create wbk "0 $HALF writeboost /dev/mapper/b1 /dev/vdc $ARGS"
 workload wbk
 snapshot wk
+$DMSETUP message wbk 0 error_counts >$OUT/wk.counts
 rates wk wbk
-# A second dm-wbkit device, killed by a read miss on a failing backing device.
+# A second dm-wbkit device on a backing device that fails: a read miss fails
+# alone (the target stays alive), writeback kills it.
 wb_dm_create wbd "0 $HALF writeboost /dev/mapper/b2 /dev/vdd $ARGS"
 $DD if=/dev/zero of=/dev/mapper/wbd bs=4k count=8 oflag=direct 2>/dev/null || wb_fail "wbd: writes failed"
 $DMSETUP load b2 --table "0 $HALF error" && $DMSETUP resume b2 || wb_fail "cannot fail the backing device"
 $DD if=/dev/mapper/wbd of=/dev/null bs=4k count=1 skip=1000 iflag=direct 2>/dev/null
+echo $? >$OUT/miss.read.rc
+$WBSTAT --json wbd >$OUT/miss.json 2>$OUT/miss.json.err
+echo $? >$OUT/miss.json.rc
+$DMSETUP message wbd 0 error_counts >$OUT/miss.counts
+timeout 120 $DMSETUP message wbd 0 drop_caches >/dev/null 2>&1
+echo $? >$OUT/kill.rc
 snapshot dead
+$DMSETUP message wbd 0 error_counts >$OUT/dead.wbd.counts
+$DMSETUP message wbk 0 error_counts >$OUT/dead.wbk.counts
 $WBSTAT wbd >$OUT/dead.named.txt 2>&1
 echo $? >$OUT/dead.named.rc
 $WBSTAT nosuch >$OUT/nosuch.txt 2>&1
@@ -253,6 +270,31 @@ def prom_value(samples, metric, device, target):
     return samples.get((metric, frozenset({("device", device), ("target", target)})))
 
 
+COUNTERS = ["backing_read", "backing_write", "backing_flush", "cache_read", "cache_write", "cache_flush",
+            "cache_read_fallback", "failed_requests", "transient"]
+FATAL = ["backing_write", "backing_flush", "cache_read", "cache_write", "cache_flush"]
+
+
+def counts(name):
+    """dm-wbkit's raw reply to error_counts, as {name: count} in its order."""
+    words = text(name).split()
+    return {words[i]: int(words[i + 1]) for i in range(0, len(words), 2)}
+
+
+def check_errors(where, d, raw_counts, samples=None):
+    """d["errors"] against the raw reply: the 9 counters in order, the same
+    values; and the Prometheus samples when given."""
+    errors = d["errors"]
+    check(errors is not None and list(errors) == COUNTERS, f"{where}: errors {errors}, not the 9 counters")
+    check(errors == raw_counts, f"{where}: errors {errors} != raw {raw_counts}")
+    if samples is not None and errors:
+        for name in COUNTERS:
+            got = samples.get(("writeboost_errors_total", frozenset({("device", d["name"]), ("target", "dm-wbkit"),
+                                                                     ("counter", name)})))
+            check(got == errors[name], f"{where}: prometheus writeboost_errors_total {name} {got}")
+    return errors or {}
+
+
 def bios_sum(samples, device):
     return sum(v for (metric, labels), v in samples.items()
                if metric == "writeboost_bios_total" and ("device", device) in labels)
@@ -284,6 +326,15 @@ for tag, device, target in (("up", "wbup", "dm-writeboost"), ("wk", "wbk", "dm-w
     check(rc(f"{tag}.txt") == 0 and human.startswith(f"{device}: {target},"), f"{tag}: human output:\n{human}")
     check(f"  dirty      {n[6]} block(s)" in human, f"{tag}: human dirty line:\n{human}")
     check(f"current id {n[3]}, last flushed {n[4]}, last written back {n[5]}" in human, f"{tag}: human ids")
+    if target == "dm-wbkit":
+        errors = check_errors(tag, doc["devices"][0], counts(f"{tag}.counts"), samples)
+        check(set(errors.values()) == {0}, f"{tag}: a healthy device counted errors: {errors}")
+        check("  errors     none since the target was made (9 counters at 0)\n" in human, f"{tag}: human errors")
+    else:
+        check(rc("up.counts") != 0, f"up: upstream answered error_counts: {text('up.counts')!r}")
+        check(doc["devices"][0]["errors"] is None, "up: upstream has error counters")
+        check(not [k for k in samples if k[0] == "writeboost_errors_total"], "up: prometheus error counters")
+        check("  errors     not reported (dm-writeboost has no error counters)\n" in human, "up: human errors")
 
     # --interval 10 around 50 writes and a drop_caches: the rates are the
     # difference of wbstat's two samples, the first the raw status before.
@@ -307,8 +358,27 @@ for tag, device, target in (("up", "wbup", "dm-writeboost"), ("wk", "wbk", "dm-w
     check(r["dirty_blocks_change"] == second[6] - s0[6], f"{tag}: dirty change {r['dirty_blocks_change']}")
     check(r["segments_flushed"] == second[4] - s0[4] > 0, f"{tag}: segments flushed {r['segments_flushed']}")
     check(abs(r["writes_per_second"] - 50 / r["seconds"]) < 1e-6, f"{tag}: writes per second")
+    if target == "dm-wbkit":
+        check(r["errors"] == {name: 0 for name in COUNTERS} and list(r["errors"]) == COUNTERS,
+              f"{tag}: error rates {r['errors']}")
+        check(set(r["errors_per_second"].values()) == {0}, f"{tag}: errors per second {r['errors_per_second']}")
+    else:
+        check(r["errors"] is None and r["errors_per_second"] is None, f"{tag}: upstream error rates")
     # drop_caches was over before the second sample: it is the final state.
     check(second == s1 and s1[6] == 0, f"{tag}: the second sample {second} is not the final state {s1}")
+
+# The read miss on the failing backing device: that read failed, the
+# target stayed alive and counted it.
+check(rc("miss.read") != 0, "miss: a read of a failing backing device succeeded")
+check(rc("miss.json") == 0, f"miss: wbstat --json exit {rc('miss.json')}: {text('miss.json.err')}")
+miss = document("miss.json")["devices"][0]
+check(miss["dead"] is False, "miss: a failed read miss killed the target")
+errors = check_errors("miss", miss, counts("miss.counts"))
+check(errors.get("backing_read", 0) >= 1 and errors.get("failed_requests", 0) >= 1,
+      f"miss: the failed read is not counted: {errors}")
+check(all(errors.get(name) == 0 for name in FATAL + ["transient", "cache_read_fallback"]),
+      f"miss: other counters went up: {errors}")
+check(rc("kill") != 0, "kill: drop_caches wrote back to a failing backing device")
 
 # Both dm-wbkit devices, one dead.
 status, table = raw("dead.status"), raw("dead.table")
@@ -320,15 +390,27 @@ for name, d in devices.items():
     compare_device(f"dead/{name}", d, status[name], table[name], "dm-wbkit")
 check(devices["wbd"]["dead"] is True and devices["wbk"]["dead"] is False, "dead: the dead flags")
 cause = devices["wbd"]["dead_cause"] or ""
-check(re.fullmatch(r"backing read \d+ -5", cause) is not None, f"dead: dead_cause {cause!r}")
+check(re.fullmatch(r"backing write \d+ -5", cause) is not None, f"dead: dead_cause {cause!r}")
 check(devices["wbk"]["dead_cause"] is None, "dead: an alive device has no cause")
 samples = prometheus("dead.prom")
+wbd_errors = check_errors("dead/wbd", devices["wbd"], counts("dead.wbd.counts"), samples)
+check(wbd_errors.get("backing_write", 0) >= 1, f"dead: the writeback error is not counted: {wbd_errors}")
+check(wbd_errors.get("backing_read") == errors.get("backing_read") and
+      wbd_errors.get("failed_requests") == errors.get("failed_requests"),
+      f"dead: the read miss's counts changed: {errors} -> {wbd_errors}")
+wbk_errors = check_errors("dead/wbk", devices["wbk"], counts("dead.wbk.counts"), samples)
+check(set(wbk_errors.values()) == {0}, f"dead: the healthy device counted errors: {wbk_errors}")
 check(rc("dead.prom") == 1, "dead: --prometheus exit")
 check(prom_value(samples, "writeboost_dead", "wbd", "dm-wbkit") == 1, "dead: prometheus writeboost_dead wbd")
 check(prom_value(samples, "writeboost_dead", "wbk", "dm-wbkit") == 0, "dead: prometheus writeboost_dead wbk")
 check(samples.get(("writeboost_dead_cause_info", frozenset({("device", "wbd"), ("target", "dm-wbkit"),
                                                              ("cause", cause)}))) == 1, "dead: dead_cause_info")
 check(rc("dead.named") == 1 and f"DEAD: {cause}" in text("dead.named.txt"), f"dead: {text('dead.named.txt')}")
+errors_line = next((line for line in text("dead.named.txt").splitlines() if line.startswith("  errors ")), "")
+check(re.match(r"  errors     backing device \d+, cache device 0, failed requests \d+, transient 0 since the target "
+               r"was made: backing_read \d+, backing_write \d+", errors_line) is not None and
+      ("; possibly fatal: backing_write " in errors_line or "; FATAL: " in errors_line),
+      f"dead: human errors: {text('dead.named.txt')}")
 check(rc("nosuch") == 3 and text("nosuch.txt").startswith("wbstat: error: "), f"nosuch: {text('nosuch.txt')}")
 check(rc("linear") == 3 and "b1: not a writeboost device" in text("linear.txt"), f"linear: {text('linear.txt')}")
 print(f"{len(failures)} failure(s)")
