@@ -19,7 +19,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-vm-612 test-stress kdebug test-crash test-crash-quick test-mutants test-mutants-quick bench kmod clean
+.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-vm-612 test-stress test-stress-faults kdebug test-crash test-crash-quick test-mutants test-mutants-quick bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -167,6 +167,12 @@ test-vm-612: deps all kmod
 STRESS_SEEDS ?= 1 2 3
 test-stress: deps all
 	WBKIT_STRESS_SEEDS="$(STRESS_SEEDS)" WBKIT_STRESS_ROWS=all WBKIT_STRESS_OPS=1500 \
+		bash tests/vm/scenarios/90-stress-grid.sh
+
+# The same with faults: a backing region whose reads fail (read meanwhile),
+# the cache device behind dm-delay (90-stress-grid.sh, WBKIT_STRESS_FAULTS).
+test-stress-faults: deps all
+	WBKIT_STRESS_FAULTS=1 WBKIT_STRESS_SEEDS="$(STRESS_SEEDS)" WBKIT_STRESS_ROWS=all WBKIT_STRESS_OPS=1500 \
 		bash tests/vm/scenarios/90-stress-grid.sh
 
 # Crash consistency over every crash state of recorded write logs (VM recordings,

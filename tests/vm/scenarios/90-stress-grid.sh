@@ -18,6 +18,14 @@
 # thread and run. make test-stress runs every row of three seeds with 1500:
 # WBKIT_STRESS_SEEDS, WBKIT_STRESS_ROWS ("all" or numbers), WBKIT_STRESS_OPS;
 # WBKIT_STRESS_UPSTREAM=0 skips upstream.
+#
+# WBKIT_STRESS_FAULTS=1 (make test-stress-faults) adds faults the target
+# must ride out: a reader reads random blocks of the last 4 MiB of the
+# backing device, which the workload never writes, through the target;
+# half of them fail (a dm-error slice); and the cache device sits behind
+# dm-delay (at least 2 ms). No acknowledged write may be lost, dm-wbkit
+# must stay live, and every EIO the reader saw must be one the target
+# counted (error_counts failed_requests, per instance).
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
@@ -26,6 +34,7 @@ ops=${WBKIT_STRESS_OPS:-600}
 rows=${WBKIT_STRESS_ROWS:-2 4 9}
 [ "$rows" != all ] || rows=""
 with_upstream=${WBKIT_STRESS_UPSTREAM:-1}
+faults=${WBKIT_STRESS_FAULTS:-0}
 if [ "$with_upstream" = 1 ] && ! vm_has_upstream; then
 	with_upstream=0
 	echo "PARTIAL: upstream rows skipped: $(vm_upstream_why)"
@@ -81,6 +90,7 @@ for seed in $seeds; do
 SEED=$seed
 OPS=$ops
 WITH_UPSTREAM=$with_upstream
+FAULTS=$faults
 size=\$(head -c 64 /dev/vde | tr -d '\000\n ')
 \$DD if=/dev/vde of=/tmp/wbstress bs=4096 skip=1 iflag=count_bytes count=\$size status=none
 chmod +x /tmp/wbstress
@@ -111,6 +121,22 @@ control() {
 	echo "ctl: \$i steps"
 }
 
+# faulty_reader <device>: 4 KiB direct reads of random blocks of the
+# failing region until /tmp/stop appears; counts in /tmp/reads.ok and
+# /tmp/reads.eio.
+faulty_reader() {
+	ok=0 eio=0
+	while [ ! -e /tmp/stop ]; do
+		if \$DD if=\$1 of=/dev/null bs=4k count=1 skip=\$((3072 + RANDOM % 1024)) iflag=direct 2>/dev/null; then
+			ok=\$((ok + 1))
+		else
+			eio=\$((eio + 1))
+		fi
+	done
+	echo \$ok >/tmp/reads.ok
+	echo \$eio >/tmp/reads.eio
+}
+
 # row <target> <name> <backing> <cache> <n> <wt> <mb> <usr> <sdi> <rct> <wam> <nrc> <delay>
 row() {
 	target=\$1 tag=\$2 bdev=\$3 cdev=\$4 n=\$5
@@ -118,9 +144,23 @@ row() {
 	\$DD if=/dev/zero of=\$bdev bs=1M count=16 oflag=direct status=none
 	\$DD if=/dev/zero of=\$cdev bs=1M count=1 oflag=direct status=none
 	dev=\$cdev
-	if [ "\${13}" != 0 ]; then
-		wb_dm_create cdelay "0 \$(wb_sectors \$cdev) delay \$cdev 0 \${13}"
+	delay=\${13}
+	[ "\$FAULTS" = 1 ] && [ "\$delay" -lt 2 ] && delay=2
+	if [ "\$delay" != 0 ]; then
+		wb_dm_create cdelay "0 \$(wb_sectors \$cdev) delay \$cdev 0 \$delay"
 		dev=/dev/mapper/cdelay
+	fi
+	size=""
+	if [ "\$FAULTS" = 1 ]; then
+		# 12 MiB for the workload, then 2 MiB that fail (dm-error: reads
+		# fail, flushes do not reach it, as with bad sectors on a disk;
+		# dm-flakey's down interval would fail the flushes too), 2 MiB that
+		# read.
+		wb_dm_create bfault "0 24576 linear \$bdev 0
+24576 4096 error
+28672 \$((\$(wb_sectors \$bdev) - 28672)) linear \$bdev 28672"
+		bdev=/dev/mapper/bfault
+		size="--size 12M"
 	fi
 	table="0 \$(wb_sectors \$bdev) \$target \$bdev \$dev \$opts"
 	result=ok
@@ -130,23 +170,40 @@ row() {
 	for phase in 1 2; do
 		control st >/tmp/ctl.out 2>&1 &
 		cpid=\$!
-		/tmp/wbstress run /dev/mapper/st --model /tmp/model --seed \$((SEED * 100 + n)) --ops \$OPS --threads 4 >/tmp/run.out 2>&1 || result="read-mismatch-phase\$phase"
+		rpid=""
+		if [ "\$FAULTS" = 1 ]; then
+			faulty_reader /dev/mapper/st &
+			rpid=\$!
+		fi
+		/tmp/wbstress run /dev/mapper/st --model /tmp/model --seed \$((SEED * 100 + n)) --ops \$OPS --threads 4 \$size >/tmp/run.out 2>&1 || result="read-mismatch-phase\$phase"
 		touch /tmp/stop
 		wait \$cpid
+		if [ -n "\$rpid" ]; then
+			wait \$rpid
+			eio=\$(cat /tmp/reads.eio)
+			echo "\$tag row \$n phase \$phase: faulty region reads: \$(cat /tmp/reads.ok) ok, \$eio EIO"
+			if [ \$tag = wb ]; then
+				counted=\$(\$DMSETUP message st 0 error_counts | tr ' ' '\\n' | sed -n '/^failed_requests\$/{n;p}')
+				case "\$(wb_dm_status st)" in *" dead 0") ;; *) [ \$result = ok ] && result="dead-phase\$phase" ;; esac
+				[ "\$counted" = "\$eio" ] || { [ \$result = ok ] && result="eio-\$eio-counted-\$counted-phase\$phase"; }
+				[ "\$eio" -gt 0 ] || { [ \$result = ok ] && result="no-eio-phase\$phase"; }
+			fi
+		fi
 		sed "s/^/\$tag row \$n phase \$phase: /" /tmp/run.out /tmp/ctl.out | grep -v 'ctl: [0-9]* steps' | head -8
 		grep -q 'failed\|timed out' /tmp/ctl.out && [ \$result = ok ] && result="control-failed-phase\$phase"
 		rm -f /tmp/stop
 		timeout 120 \$DMSETUP remove st || { result="remove-hung-phase\$phase"; break; }
 		\$DMSETUP create st --table "\$table" || { result="recreate-failed-phase\$phase"; break; }
 		\$DMSETUP mknodes st
-		/tmp/wbstress verify /dev/mapper/st --model /tmp/model --seed \$((SEED * 100 + n)) >/tmp/verify.out 2>&1 ||
+		/tmp/wbstress verify /dev/mapper/st --model /tmp/model --seed \$((SEED * 100 + n)) \$size >/tmp/verify.out 2>&1 ||
 			{ [ \$result = ok ] && result="restart-mismatch-phase\$phase"; sed "s/^/\$tag row \$n: /" /tmp/verify.out | head -6; }
 		[ \$result = ok ] || break
 	done
 	if ! timeout 120 \$DMSETUP remove st; then
 		[ \$result = ok ] && result="final-remove-failed"
 	fi
-	[ "\${13}" != 0 ] && \$DMSETUP remove cdelay
+	[ "\$delay" != 0 ] && \$DMSETUP remove cdelay
+	[ "\$FAULTS" = 1 ] && \$DMSETUP remove bfault
 	wb_report "\${tag}_\${n}" "\$result"
 }
 
