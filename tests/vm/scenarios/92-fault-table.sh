@@ -28,7 +28,7 @@
 #   slow           both devices behind dm-delay: slow is never an error
 # Then, dm-wbkit alone (upstream blocks past 240 s with hung-task reports
 # in the same test, issue 39): a long drop_caches over a dm-delay backing
-# device gives way to a suspend (within a second at 300 ms per I/O; the
+# device gives way to a suspend (within a second at 100 ms per I/O; the
 # time at 1.5 s per I/O is reported: the batch already submitted is
 # waited for) and to a signal, and says in the kernel log what is left.
 # Cache flush and backing flush errors: 40-wbkit-failstop.sh (a whole
@@ -305,13 +305,14 @@ rows
 [ "$W" = wbkit ] || exit 0
 
 # --- dm-wbkit alone: a long drop_caches gives way to suspend and signals ---
-# suspend_during_drop <delay ms>: seconds (1/100) the suspend took.
+# suspend_during_drop <delay ms> <s>: suspends <s> seconds into a drop_caches
+# of 16 segments (one per batch); reports the time the suspend took (1/100 s).
 suspend_during_drop() {
 	mk $T "0 $LB delay /dev/vda 0 $1" "$linear_cache" "4 writeback_threshold 0 nr_max_batched_writeback 1"
 	$WBSTAMP write $dev --seed 42 --size 32M --ops 2048 --flush-every 2048 >/dev/null 2>&1 || r stamp failed
 	dmesg -c >/dev/null
 	( if $DMSETUP message wb 0 drop_caches 2>/dev/null; then echo zero; else echo nonzero; fi >/tmp/drop.rc ) &
-	sleep 2
+	sleep $2
 	t0=$(cut -d' ' -f1 /proc/uptime | tr -d .)
 	timeout 300 $DMSETUP suspend wb || r suspend failed
 	t1=$(cut -d' ' -f1 /proc/uptime | tr -d .)
@@ -321,17 +322,17 @@ suspend_during_drop() {
 	r suspend_cs $((t1 - t0))
 	$DMSETUP resume wb
 }
-ROW=suspend_300ms
-suspend_during_drop 300
+ROW=suspend_100ms
+suspend_during_drop 100 1
 # A signal stops it too, the device live (SIGKILL: dmsetup blocks the
 # others around its ioctl).
 ( if $DMSETUP message wb 0 drop_caches 2>/dev/null; then echo zero; else echo nonzero; fi >/tmp/drop.rc ) &
-sleep 2
+sleep 1
 t0=$(cut -d' ' -f1 /proc/uptime | tr -d .)
 kill -KILL $(pidof dmsetup) 2>/dev/null
 wait
 t1=$(cut -d' ' -f1 /proc/uptime | tr -d .)
-ROW=signal_300ms
+ROW=signal_100ms
 r rc "$(cat /tmp/drop.rc)"
 r cs $((t1 - t0))
 r state "$(state)"
@@ -340,7 +341,7 @@ timeout 300 $DMSETUP message wb 0 drop_caches && r drop yes || r drop no
 teardown
 $WBSTAMP verify /dev/vda --seed 42 --size 32M --ops 2048 --flushed 2048 --base-any >/dev/null 2>&1 && r home yes || r home no
 ROW=suspend_1500ms
-suspend_during_drop 1500
+suspend_during_drop 1500 2
 teardown
 dmesg | grep -q "blocked for more than" && wb_report hung_task yes || wb_report hung_task no
 GUEST
@@ -423,15 +424,15 @@ for row in miss partial staging write_around clean dirty wb_read seg_write hdr_z
 	[ -z "$(result "wbkit_${row}_stamp")$(result "wbkit_${row}_write")" ] || { echo "  $row: the writes before the fault failed"; fail=1; }
 done
 echo "drop_caches against suspend and signals (dm-wbkit; upstream blocks, see above):"
-expect suspend_300ms drop_rc nonzero; expect suspend_300ms progress yes
-cs=$(result wbkit_suspend_300ms_suspend_cs)
-echo "  suspend during drop_caches, backing at 300 ms per I/O: ${cs:-?}0 ms"
+expect suspend_100ms drop_rc nonzero; expect suspend_100ms progress yes
+cs=$(result wbkit_suspend_100ms_suspend_cs)
+echo "  suspend during drop_caches, backing at 100 ms per I/O: ${cs:-?}0 ms"
 [ -n "$cs" ] && [ "$cs" -lt 100 ] || { echo "  FAIL: want the suspend within a second"; fail=1; }
 cs=$(result wbkit_suspend_1500ms_suspend_cs)
 echo "  suspend during drop_caches, backing at 1.5 s per I/O: ${cs:-?}0 ms (the batch in flight finishes: two device round trips)"
 [ -n "$cs" ] && [ "$cs" -lt 500 ] || { echo "  FAIL: want the suspend within 5 s"; fail=1; }
-expect signal_300ms rc nonzero; expect signal_300ms state live; expect signal_300ms drop yes; expect signal_300ms home yes
-cs=$(result wbkit_signal_300ms_cs)
+expect signal_100ms rc nonzero; expect signal_100ms state live; expect signal_100ms drop yes; expect signal_100ms home yes
+cs=$(result wbkit_signal_100ms_cs)
 echo "  SIGKILL to drop_caches: returned after ${cs:-?}0 ms"
 [ -n "$cs" ] && [ "$cs" -lt 100 ] || { echo "  FAIL: want drop_caches to return within a second of the signal"; fail=1; }
 [ "$(result hung_task)" = no ] || { echo "hung tasks reported: $(result hung_task)"; fail=1; }
