@@ -20,6 +20,10 @@
 # the target after every K-th group of writes (after 1.2 s, so that a record
 # interval of 1 s writes the record first) and creates it again, so the log
 # also holds what shutdown and replay write (restart sequences).
+# CRASH_OPS and CRASH_FLUSH_EVERY set the number of stamped writes and the
+# writes per fsync group; CRASH_CACHE_BYTES the cache device's size in mode
+# both (default 6 MiB: 1 MiB superblock + 10 segments of 512 KiB; e.g.
+# $((8 << 20)) for 14 segments). The backing device is always 4 MiB.
 # OUTDIR gets log.img (the log device), final-data.img (the logged device as
 # the VM left it, to check the replayer against) and meta.kv.
 set -euo pipefail
@@ -37,7 +41,7 @@ crash_prepare_target "$target"
 backing_bytes=$((4 << 20))
 case $mode in
 cache) cache_bytes=$((128 << 20)); ops=${CRASH_OPS:-480}; flush_every=${CRASH_FLUSH_EVERY:-6} ;;
-both) cache_bytes=$((6 << 20)); ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
+both) cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
 *) echo "record.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 partial_pct=20
