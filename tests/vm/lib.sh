@@ -79,6 +79,9 @@ VM_FAIL_PATTERNS=${VM_FAIL_PATTERNS:-'Kernel panic|BUG: |Oops: |general protecti
 # fires VM_WATCHDOG_MARGIN seconds (default 20; 0: no watchdog) before the
 # limit, by the guest's clock, which qemu's RTC sets from the host's.
 VM_WATCHDOG_MARGIN=${VM_WATCHDOG_MARGIN:-20}
+# Seconds a boot may take to reach the guest's init (its first WB: line)
+# before vm_run boots it again, once (times VM_TIMEOUT_SCALE).
+VM_BOOT_LIMIT=${VM_BOOT_LIMIT:-240}
 # More kernel command line, after the harness's own (test-vm-debug: acpi=noirq).
 VM_KERNEL_ARGS=${VM_KERNEL_ARGS:-}
 
@@ -361,16 +364,43 @@ vm_run() {
 	# no_timer_check: on a loaded host TCG can miss the kernel's early
 	# IO-APIC timer check, which then panics ("IO-APIC + timer doesn't work").
 	local started=$SECONDS rc=0 limit=$((VM_TIMEOUT * VM_TIMEOUT_SCALE)) watchdog=
-	if [ "$VM_WATCHDOG_MARGIN" -gt 0 ] && [ "$limit" -gt "$VM_WATCHDOG_MARGIN" ]; then
-		watchdog=" wb.watchdog=$(($(date +%s) + limit - VM_WATCHDOG_MARGIN))"
-	fi
-	timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -cpu max -m "$VM_MEM" -smp 2 \
-		-nographic -no-reboot -net none -rtc base=utc \
-		-kernel "$VM_KERNEL" -initrd "$VM_INITRD" \
-		-append "console=ttyS0 quiet panic=-1 no_timer_check wb.disks=$(($# + 1))$watchdog${VM_KERNEL_ARGS:+ $VM_KERNEL_ARGS}" \
-		"${drives[@]}" </dev/null >"$VM_LOG" 2>&1 || rc=$?
+	# A boot that never reaches init (seen once under load: SeaBIOS's
+	# "Booting from ROM" and then nothing for 15 minutes) is the emulator's,
+	# not the test's: after VM_BOOT_LIMIT seconds without the guest's first
+	# line it is killed and booted once more, and the log says so.
+	local attempt qpid stalled
+	for attempt in 1 2; do
+		started=$SECONDS rc=0 stalled=0 watchdog=
+		if [ "$VM_WATCHDOG_MARGIN" -gt 0 ] && [ "$limit" -gt "$VM_WATCHDOG_MARGIN" ]; then
+			watchdog=" wb.watchdog=$(($(date +%s) + limit - VM_WATCHDOG_MARGIN))"
+		fi
+		timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -cpu max -m "$VM_MEM" -smp 2 \
+			-nographic -no-reboot -net none -rtc base=utc \
+			-kernel "$VM_KERNEL" -initrd "$VM_INITRD" \
+			-append "console=ttyS0 quiet panic=-1 no_timer_check wb.disks=$(($# + 1))$watchdog${VM_KERNEL_ARGS:+ $VM_KERNEL_ARGS}" \
+			"${drives[@]}" </dev/null >"$VM_LOG" 2>&1 &
+		qpid=$!
+		while kill -0 "$qpid" 2>/dev/null; do
+			grep -q 'WB: guest_start=' "$VM_LOG" && break
+			if [ $((SECONDS - started)) -ge $((VM_BOOT_LIMIT * VM_TIMEOUT_SCALE)) ]; then
+				vm_log "the guest did not reach init in $((SECONDS - started))s (last output: $(tr -d '\r' <"$VM_LOG" | grep -a . | tail -n 1 | cut -c1-80)); attempt $attempt"
+				pkill -KILL -P "$qpid" 2>/dev/null
+				kill -KILL "$qpid" 2>/dev/null
+				stalled=1
+				break
+			fi
+			sleep 1
+		done
+		wait "$qpid" || rc=$?
+		[ "$stalled" = 1 ] && [ "$attempt" = 1 ] && continue
+		break
+	done
 	rm -f "$script_disk"
 	VM_ELAPSED=$((SECONDS - started))
+	if [ "$stalled" = 1 ]; then
+		vm_log "the guest did not reach init in two boots, log: $VM_LOG"
+		return 125
+	fi
 
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ] || tr -d '\r' <"$VM_LOG" | grep -q 'wbwatchdog: '; then
 		# The watchdog fired: a timeout, even if the script made it in the
