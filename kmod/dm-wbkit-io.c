@@ -328,12 +328,8 @@ static int wb_read_merge(struct wb_device *wb, struct bio *bio,
 	err = wb_sync_io_nofail(wb, WB_DEV_BACKING, REQ_OP_READ, sector,
 				buf + (off << WB_SECTOR_SHIFT),
 				n << WB_SECTOR_SHIFT);
-	if (err && !wb_dead(wb)) {
-		wb_count_error(wb, WB_DEV_BACKING, WB_OP_READ);
-		atomic64_inc(&wb->nr_errors[WB_ERR_FAILED_REQUESTS]);
-		DMERR_LIMIT("backing device read error %d at sector %llu: this request fails, the target goes on",
-			    err, (unsigned long long)sector);
-	}
+	if (err && !wb_dead(wb))
+		wb_fail_request(wb, WB_OP_READ, sector, err);
 	/* Dirty sectors: an error puts them at risk and kills. */
 	if (!err && !src) {
 		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, cs, wb->bounce2,
@@ -503,10 +499,7 @@ static void wb_fallback(struct wb_device *wb, struct bio *bio)
 		wb_copy_to_bio(bio, wb->bounce);
 		atomic64_inc(&wb->nr_errors[WB_ERR_CACHE_READ_FALLBACK]);
 	} else if (!wb_dead(wb)) {
-		wb_count_error(wb, WB_DEV_BACKING, WB_OP_READ);
-		atomic64_inc(&wb->nr_errors[WB_ERR_FAILED_REQUESTS]);
-		DMERR_LIMIT("backing device read error %d at sector %llu: this request fails, the target goes on",
-			    err, (unsigned long long)pb->backing_sector);
+		wb_fail_request(wb, WB_OP_READ, pb->backing_sector, err);
 	}
 	/* Completes the clone again; .end_io has nothing left to do. */
 	pb->remap = WB_REMAP_NONE;
@@ -626,10 +619,7 @@ int writeboost_end_io(struct dm_target *ti, struct bio *bio,
 	} else if (err && pb->remap == WB_REMAP_CACHE) {
 		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, pb->sector, err);
 	} else if (err) {
-		wb_count_error(wb, WB_DEV_BACKING, pb->op);
-		atomic64_inc(&wb->nr_errors[WB_ERR_FAILED_REQUESTS]);
-		DMERR_LIMIT("backing device %s error %d at sector %llu: this request fails, the target goes on",
-			    wb_op_name(pb->op), err, (unsigned long long)pb->sector);
+		wb_fail_request(wb, pb->op, pb->sector, err);
 	}
 	if (pb->remap == WB_REMAP_CACHE)
 		wb_unpin_dev(wb, pb->seg);

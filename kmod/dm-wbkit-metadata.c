@@ -50,6 +50,19 @@ void wb_count_error(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op)
 }
 
 /*
+ * A bio from above failed on the backing device, and the target goes on
+ * (the fault table's rows that touch nothing the cache holds). Callable
+ * from bio completion.
+ */
+void wb_fail_request(struct wb_device *wb, enum wb_op op, u64 sector, int err)
+{
+	wb_count_error(wb, WB_DEV_BACKING, op);
+	atomic64_inc(&wb->nr_errors[WB_ERR_FAILED_REQUESTS]);
+	DMERR_LIMIT("backing device %s error %d at sector %llu: this request fails, the target goes on",
+		    wb_op_name(op), err, (unsigned long long)sector);
+}
+
+/*
  * Records the first fatal error and kills the target. Callable from any
  * context, including bio completion. The first caller wins the cmpxchg and
  * is the only one that logs; the state never clears. kmod/README.md's

@@ -432,6 +432,7 @@ int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
 void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op,
 		 u64 sector, int err);
 void wb_count_error(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op);
+void wb_fail_request(struct wb_device *wb, enum wb_op op, u64 sector, int err);
 const char *wb_op_name(enum wb_op op);
 int wb_sync_io_nofail(struct wb_device *wb, enum wb_dev_kind dev,
 		      blk_opf_t opf, sector_t sector, void *buf,
