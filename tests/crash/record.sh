@@ -11,6 +11,16 @@
 #             both:  backing and cache are two linear parts of one logged
 #                    device, so one log orders the writes of both (the cache
 #                    is small: the log wraps and the target writes back).
+#             cache-writeback: the log covers the cache device only, and the
+#                    target writes back to an unlogged backing device: every
+#                    other group of writes is not flushed but followed by
+#                    drop_caches and a record interval, so writeback meets
+#                    segments that are written but not yet durable. The
+#                    backing device's content at a crash is not known, so
+#                    wbcrash checks only the cache's log in these states (its
+#                    superblock record never names a segment the log lacks);
+#                    in mode both a flush of the backing device is one of the
+#                    shared log, which would make the cache durable as well.
 #
 # A mark "f<N>" follows every completed fsync of the workload: from that
 # point on, stamped writes 1..N are acknowledged as flushed.
@@ -42,17 +52,20 @@ backing_bytes=$((4 << 20))
 case $mode in
 cache) cache_bytes=$((128 << 20)); ops=${CRASH_OPS:-480}; flush_every=${CRASH_FLUSH_EVERY:-6} ;;
 both) cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
+cache-writeback) cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
 *) echo "record.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 partial_pct=20
 workload="--seed $seed --size $backing_bytes --partial-pct $partial_pct"
 table_args=${CRASH_TABLE_ARGS:-}
+# The record must be written between a drop_caches and the next writes.
+[ "$mode" != cache-writeback ] || table_args=${CRASH_TABLE_ARGS:-2 update_sb_record_interval 1}
 restart_every=${CRASH_RESTART_EVERY:-0}
 
 mkdir -p "$out"
 rm -f "$out"/log.img "$out"/final-data.img "$out"/final-backing.img "$out"/meta.kv
 vm_image "$out/log.img" 1G
-if [ "$mode" = cache ]; then
+if [ "$mode" != both ]; then
 	vm_image "$out/final-backing.img" "$backing_bytes"
 	vm_image "$out/final-data.img" "$cache_bytes"
 	disks=("$out/final-backing.img" "$out/final-data.img" "$out/log.img")
@@ -67,7 +80,7 @@ cache_sectors=$((cache_bytes / 512))
 guest=$(cat <<GUEST
 . /lib/wbguest.sh
 wb_load_target $target
-if [ $mode = cache ]; then
+if [ $mode != both ]; then
 	wb_dm_create lw "0 $cache_sectors log-writes /dev/vdb /dev/vdc"
 	table="0 $backing_sectors writeboost /dev/vda /dev/mapper/lw $table_args"
 else
@@ -81,9 +94,15 @@ first=1
 group=0
 while [ \$first -le $ops ]; do
 	last=\$((first + $flush_every - 1))
-	\$WBSTAMP write /dev/mapper/wb $workload --first \$first --ops \$last --flush-every $flush_every >/tmp/w.out 2>&1 || { cat /tmp/w.out; wb_fail "workload failed at \$first"; }
-	grep -q "^last_flushed=\$last\$" /tmp/w.out || { cat /tmp/w.out; wb_fail "write \$last not flushed"; }
-	\$DMSETUP message lw 0 mark f\$last || wb_fail "mark f\$last failed"
+	if [ $mode = cache-writeback ] && [ \$((group % 2)) = 1 ]; then
+		\$WBSTAMP write /dev/mapper/wb $workload --first \$first --ops \$last --flush-every 0 >/tmp/w.out 2>&1 || { cat /tmp/w.out; wb_fail "workload failed at \$first"; }
+		\$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches after \$last failed"
+		sleep 1.2
+	else
+		\$WBSTAMP write /dev/mapper/wb $workload --first \$first --ops \$last --flush-every $flush_every >/tmp/w.out 2>&1 || { cat /tmp/w.out; wb_fail "workload failed at \$first"; }
+		grep -q "^last_flushed=\$last\$" /tmp/w.out || { cat /tmp/w.out; wb_fail "write \$last not flushed"; }
+		\$DMSETUP message lw 0 mark f\$last || wb_fail "mark f\$last failed"
+	fi
 	first=\$((last + 1))
 	group=\$((group + 1))
 	if [ $restart_every -gt 0 ] && [ \$((group % $restart_every)) = 0 ] && [ \$first -le $ops ]; then
@@ -94,7 +113,7 @@ while [ \$first -le $ops ]; do
 done
 wb_report status "\$(wb_dm_status wb)"
 \$DMSETUP remove wb || wb_fail "remove wb failed"
-[ $mode = cache ] || \$DMSETUP remove bk cc || wb_fail "remove bk cc failed"
+[ $mode != both ] || \$DMSETUP remove bk cc || wb_fail "remove bk cc failed"
 wb_report log_status "\$(\$DMSETUP status lw | cut -d' ' -f4-)"
 \$DMSETUP remove lw || wb_fail "remove lw failed"
 wb_report recorded yes
@@ -121,6 +140,14 @@ if [ "$mode" = cache ]; then
 	fi
 	rm -f "$out/final-backing.img"
 fi
+if [ "$mode" = cache-writeback ]; then
+	# What writeback wrote is not in the log: only the cache's log can be checked.
+	if cmp -s -n "$backing_bytes" "$out/final-backing.img" /dev/zero; then
+		echo "nothing was written back: mode cache-writeback needs the target to write back"
+		exit 1
+	fi
+	rm -f "$out/final-backing.img"
+fi
 {
 	echo "target=$target"
 	echo "mode=$mode"
@@ -132,7 +159,8 @@ fi
 	echo "cache_bytes=$cache_bytes"
 	echo "table_args=$table_args"
 	echo "restart_every=$restart_every"
-	if [ "$mode" = cache ]; then
+	[ "$mode" != cache-writeback ] || echo "backing_unlogged_writes=1"
+	if [ "$mode" != both ]; then
 		echo "log_backing_offset=none"
 		echo "log_cache_offset=0"
 	else
