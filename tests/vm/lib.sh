@@ -35,6 +35,7 @@ VM_TIMEOUT=${VM_TIMEOUT:-240}
 # 2-core runner the timeouts were sized for (TCG slows down with the load).
 VM_TIMEOUT_SCALE=${VM_TIMEOUT_SCALE:-1}
 VM_MEM=${VM_MEM:-1024}	# guest RAM in MiB; a huge cache needs more for its metadata
+VM_SMP=${VM_SMP:-2}	# guest CPUs; more than the host has makes the host preempt them anywhere (races widen)
 VM_LOG_DIR=${VM_LOG_DIR:-$VM_WORK/logs}
 VM_LOG=
 VM_LOG_NEXT=${VM_LOG_NEXT:-}
@@ -374,7 +375,7 @@ vm_run() {
 		if [ "$VM_WATCHDOG_MARGIN" -gt 0 ] && [ "$limit" -gt "$VM_WATCHDOG_MARGIN" ]; then
 			watchdog=" wb.watchdog=$(($(date +%s) + limit - VM_WATCHDOG_MARGIN))"
 		fi
-		timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -cpu max -m "$VM_MEM" -smp 2 \
+		timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -cpu max -m "$VM_MEM" -smp "$VM_SMP" \
 			-nographic -no-reboot -net none -rtc base=utc \
 			-kernel "$VM_KERNEL" -initrd "$VM_INITRD" \
 			-append "console=ttyS0 quiet panic=-1 no_timer_check wb.disks=$(($# + 1))$watchdog${VM_KERNEL_ARGS:+ $VM_KERNEL_ARGS}" \
