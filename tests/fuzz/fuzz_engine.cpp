@@ -9,7 +9,8 @@
 //   - per sector, the plan writes exactly the copy the kernel-rule model
 //     (tests/support/replay_model.hpp) says is newest and dirty;
 //   - executing the plan, and recovery with the kernel's policy, leave the
-//     backing device as the model says;
+//     backing device as the model says; recovery with --salvage leaves it as
+//     the salvage model (SalvageRuleModel) says;
 //   - recovery never writes outside the backing device, never throws an
 //     operational error on a healthy in-memory device;
 //   - recovery's dry run writes to no device and reports what the real run
@@ -200,7 +201,8 @@ Backing& fresh_backing()
 constexpr std::uint64_t none = ~0ULL;
 using SectorWrites = std::array<std::uint64_t, backing_sectors>;
 
-SectorWrites model_writes(const wbkit::testing::KernelRuleModel& model)
+template <typename Model>
+SectorWrites model_writes(const Model& model)
 {
 	SectorWrites wanted;
 	wanted.fill(none);
@@ -354,7 +356,8 @@ void run_recovery(MemoryDevice& cache, const SectorWrites* expected, bool salvag
 				if (l.reason != LossReason::beyond_backing)
 					fail("a healthy in-memory device lost sectors", l.sector, l.sectors);
 		if (expected && !matches_model(backing, *expected, cache.bytes()))
-			fail("recovery (kernel policy) differs from the model");
+			fail(salvage ? "recovery (salvage) differs from the salvage model"
+				     : "recovery (kernel policy) differs from the model");
 	} catch (const RefusedError& e) {
 		// No magic, or blocks past the backing end without force: refusing is correct.
 		if (with_dry_run && (dry || dry_refusal != e.what()))
@@ -401,7 +404,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 	// A dry run costs as much as the real recovery: one input in four has
 	// one, the two policies by turns.
 	run_recovery(cache, scan->replayable() ? &wanted : nullptr, false, force, size % 16 == 0, size % 8 == 2);
-	run_recovery(cache, nullptr, true, force, size % 16 == 1, size % 8 == 6);
+	const wbkit::testing::SalvageRuleModel salvage_model(cache.bytes(), model.rewritten_id());
+	const SectorWrites salvaged = model_writes(salvage_model);
+	run_recovery(cache, scan->replayable() && salvage_model.defined() ? &salvaged : nullptr, true, force,
+		     size % 16 == 1, size % 8 == 6);
 
 	image = std::move(cache.bytes());
 	for (const Written& w : written)

@@ -224,6 +224,7 @@ public:
 		}
 		// A torn rewrite proves its id flushed and written back, even with
 		// nothing applied after it.
+		rewritten_ = rewritten;
 		last_flushed_id_ = std::max(log.empty() ? 0 : log.back().id, rewritten);
 		const std::uint64_t inferred = last_flushed_id_ > nr ? last_flushed_id_ - nr : 0;
 		last_writeback_id_ = std::max({inferred, std::min(record, last_flushed_id_), rewritten});
@@ -260,13 +261,97 @@ public:
 	// its id's, ids that do not rise up to the stop, or a stop before the
 	// newest segment.
 	bool refused() const { return refused_; }
+	// The id of the torn rewrite the walk skipped, 0: none.
+	std::uint64_t rewritten_id() const { return rewritten_; }
 	// Backing sector -> byte offset on the cache of the data replay writes there.
 	const std::map<std::uint64_t, std::uint64_t>& writes() const { return writes_; }
 
 private:
+	std::uint64_t rewritten_ = 0;
 	std::uint64_t last_flushed_id_ = 0;
 	std::uint64_t last_writeback_id_ = 0;
 	bool refused_ = false;
+	std::map<std::uint64_t, std::uint64_t> writes_;
+};
+
+// wbrecover --salvage's rules (docs/recovery.md, Policies) written out plainly
+// for a cache whose every byte is readable: every segment whose length fits
+// and whose checksum holds, wherever the walk would stop and in whatever slot
+// it sits, applied oldest id first, the newest copy deciding each sector; a
+// segment that fails its checksum is never taken. Written back are the ids up
+// to last_writeback_id: the ring's lap behind the newest usable id, the
+// superblock record capped there, or, when the record is past every id on
+// the cache (it cannot be true), the ring's lap alone; a torn rewrite the
+// kernel's walk skipped (rewritten_id) proves its id written back as well.
+// Two usable segments with one id leave the order undefined: no expectation.
+class SalvageRuleModel {
+public:
+	SalvageRuleModel(const std::vector<std::byte>& image, std::uint64_t rewritten_id)
+	{
+		if (image.size() < superblock_size + segment_size)
+			return;
+		const std::uint64_t nr = (image.size() - superblock_size) / segment_size;
+		auto le = [&](std::uint64_t offset, unsigned bytes) {
+			std::uint64_t v = 0;
+			for (unsigned i = 0; i < bytes; ++i)
+				v |= std::uint64_t(image[offset + i]) << (8 * i);
+			return v;
+		};
+		const std::uint64_t record = le(WB_SB_RECORD_OFFSET, 8);
+		std::map<std::uint64_t, std::uint64_t> usable; // id -> slot
+		std::uint64_t max_id = 0;
+		for (std::uint64_t slot = 0; slot < nr; ++slot) {
+			const std::uint64_t base = superblock_size + slot * segment_size;
+			const std::uint64_t id = le(base, 8);
+			max_id = std::max(max_id, id);
+			const unsigned length = unsigned(le(base + 12, 1));
+			if (id == 0 || length > blocks_per_segment ||
+			    crc32c(std::span(image).subspan(base + 512, block_size * (length + 1) - 512)) !=
+				    std::uint32_t(le(base + 8, 4)))
+				continue;
+			if (!usable.emplace(id, slot).second)
+				return; // two copies of one id
+		}
+		defined_ = true;
+		const std::uint64_t newest = usable.empty() ? 0 : usable.rbegin()->first;
+		const std::uint64_t lap = newest > nr ? newest - nr : 0;
+		const std::uint64_t by_record = record != 0 && record > max_id ? 0 : std::min(record, newest);
+		last_writeback_id_ = std::max({lap, by_record, rewritten_id});
+
+		struct Owner {
+			std::uint64_t id;
+			bool dirty;
+			std::uint64_t offset;
+		};
+		std::map<std::uint64_t, Owner> owners;
+		for (const auto& [id, slot] : usable) {
+			const std::uint64_t base = superblock_size + slot * segment_size;
+			const unsigned length = unsigned(le(base + 12, 1));
+			for (unsigned i = 0; i < length; ++i) {
+				const std::uint64_t sector = le(base + 512 + 16 * i, 8);
+				const unsigned bits = unsigned(le(base + 512 + 16 * i + 8, 1));
+				for (unsigned j = 0; j < block_sectors; ++j) {
+					if (bits && !((bits >> j) & 1u))
+						continue;
+					if (sector + j < sector)
+						break;
+					owners[sector + j] = {id, bits != 0, base + block_size * (i + 1ULL) + sector_size * j};
+				}
+			}
+		}
+		for (const auto& [sector, owner] : owners)
+			if (owner.dirty && owner.id > last_writeback_id_)
+				writes_.emplace(sector, owner.offset);
+	}
+
+	// False when the rules leave the result open (two usable copies of an id).
+	bool defined() const { return defined_; }
+	std::uint64_t last_writeback_id() const { return last_writeback_id_; }
+	const std::map<std::uint64_t, std::uint64_t>& writes() const { return writes_; }
+
+private:
+	bool defined_ = false;
+	std::uint64_t last_writeback_id_ = 0;
 	std::map<std::uint64_t, std::uint64_t> writes_;
 };
 
