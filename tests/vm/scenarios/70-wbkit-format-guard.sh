@@ -38,15 +38,18 @@ wb_load_target wbkit
 LB=$(wb_sectors /dev/vda)
 
 # refuse <case> <cache dev> [dmsetup options]: the table must not load.
+# Its messages are the kernel log's lines after a marker (never dmesg -c:
+# the harness reads the whole log for warnings).
 refuse() {
-	dmesg -c >/dev/null
+	echo "wbscenario: refuse $1" >/dev/kmsg
 	if $DMSETUP create "g_$1" $3 --table "0 $LB writeboost /dev/vda $2" 2>/tmp/err; then
 		wb_report "refused_$1" no
 		$DMSETUP remove "g_$1"
 	else
 		wb_report "refused_$1" yes
 	fi
-	wb_report "msg_$1" "$(dmesg | grep writeboost | grep -v ioctl | sed 's/^\[[^]]*\] //' | tr '\n' '|')"
+	wb_report "msg_$1" "$(dmesg | sed -n "/wbscenario: refuse $1\$/,\$p" | grep writeboost | grep -v ioctl |
+		sed 's/^\[[^]]*\] //' | tr '\n' '|')"
 	$DMSETUP remove "g_$1" 2>/dev/null || true
 }
 refuse ext4 /dev/vdb
