@@ -84,30 +84,7 @@ trap 'hdd_stop; rm -rf "$work"' EXIT
 # root (as in vm-fastpath.sh); the untar row's tree on a disk of its own.
 vm_bench_dbench_tar "$work/extras.tar"
 
-# The tree, made once per machine and kept in $VM_WORK.
-src=/usr/src/linux-source-6.1.tar.xz
-if [ -f "$src" ]; then
-	tree=$VM_WORK/untar-linux-6.1-$(echo "$untar_dirs" | tr ' /' '_-').tar
-	if [ ! -f "$tree" ]; then
-		echo "making $tree from $src ($untar_dirs)"
-		mkdir -p "$work/tree"
-		# shellcheck disable=SC2046 # one member per directory
-		tar -xJf "$src" -C "$work/tree" $(for d in $untar_dirs; do echo "linux-source-6.1/$d"; done)
-		tar --format=gnu --sort=name -cf "$tree.tmp.$$" -C "$work/tree" linux-source-6.1
-		rm -rf "$work/tree"
-		mv -f "$tree.tmp.$$" "$tree"
-	fi
-	tree_what="linux-source-6.1: $untar_dirs"
-else
-	tree=$VM_WORK/untar-usr-include.tar
-	[ -f "$tree" ] || tar --format=gnu --sort=name -cf "$tree" -C /usr --exclude=include/boost \
-		--exclude=include/node --exclude=include/llvm-14 --exclude='include/llvm-c-14' include
-	tree_what="/usr/include without boost, node, llvm"
-fi
-cp "$tree" "$work/tree.tar"
-truncate -s %1M "$work/tree.tar"
-tree_mb=$(($(stat -c %s "$tree") / 1048576))
-tree_files=$(tar -tf "$tree" | grep -vc '/$')
+vm_bench_untar_tree "$untar_dirs" "$work/tree.tar"
 
 vm_image "$work/disk.img" "$disk_size"
 vm_image "$work/cache-wbkit.img" 4G
@@ -359,7 +336,7 @@ report=$work/report.md
 	echo "\`bench/vm-hdd.sh\` at $(git -C "$WBKIT_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), load average $load_start at the start, $load_end at the end ($(nproc) cores), TCG."
 	echo "Disk model: $disk_size, $hdd_params. $rounds rounds; rows: $rows."
 	echo "sort: $dirty of random 4 KiB writes over $region; steady: ${steady_cache} MiB caches, writes over $steady_region, 1 + $steady_wraps caches' worth, QD16;"
-	echo "dbench -s 4 clients ${dbench_time}s; untar: $tree_what ($tree_mb MiB, $tree_files files) then sync."
+	echo "dbench -s 4 clients ${dbench_time}s; untar: $UNTAR_WHAT then sync."
 	echo
 	# medians.awk: median, pair and ratio over val[round, key].
 	vm_results | awk -v rounds="$rounds" -v rows="$rows" -f "$here/medians.awk" -f <(cat <<'AWK'
