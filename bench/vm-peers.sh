@@ -159,7 +159,7 @@ close_cache() {
 	case $1 in raw | ssd) return 0 ;; esac
 	wb_report "r$r.$1.$2.end_state" "$(cache_state "$1")"
 	wb_cache_remove "$1" || wb_fail "removing $1 failed"
-	$DMSETUP remove wbc || wb_fail "remove wbc failed"
+	$DMSETUP remove --retry wbc || wb_fail "remove wbc failed"
 }
 randwrite_row() {
 	open_cache "$1"

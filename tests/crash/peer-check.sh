@@ -14,10 +14,13 @@
 #   peer-check.sh KIND EMITDIR RECORDING
 #     KIND  wbkit, upstream, writecache, bcache, dmcache (record.sh's targets)
 # Prints one line per state that lost writes or could not be built, then
-#   peer <kind>: checked=N not_built=N not_built_acked=N losing=N writes_lost=N vm_seconds=N
+#   peer <kind>: checked=N not_built=N not_built_acked=N losing=N writes_lost=N foreign=N foreign_sectors=N vm_seconds=N
 # not_built: states the cache could not be built on (before its format was
 # complete: nothing acknowledged yet); not_built_acked: of those, states with
-# acknowledged writes, which count as losing all of them. Exit 0 when the
+# acknowledged writes, which count as losing all of them. foreign: states
+# that lost no acknowledged write but returned, where nothing acknowledged
+# was written, data that no write of the workload wrote there (zeros or a
+# later write are allowed). Exit 0 when the
 # guest checked every state (losses are a measurement, not a failure: the
 # caller decides), 1 when it did not, 77 when the cache is not available.
 set -euo pipefail
@@ -59,7 +62,7 @@ trap 'rm -f "$guest"' EXIT
 	wb_report "st$idx.begin" "$state_kind level=$level"
 	if ! wb_cache_create $kind /dev/mapper/b$idx /dev/mapper/c$idx 2>/tmp/err; then
 		wb_report "st$idx" "not_built:$(tr ' \n' '__' </tmp/err | cut -c1-300)"
-		$DMSETUP remove c$idx b$idx || wb_fail "remove c$idx b$idx"
+		$DMSETUP remove --retry c$idx b$idx || wb_fail "remove c$idx b$idx"
 		continue
 	fi
 	# shellcheck disable=SC2086 # $stamp is a list of options
@@ -75,7 +78,8 @@ trap 'rm -f "$guest"' EXIT
 		wb_report "st$idx" "lost:$lost:$bad"
 	fi
 	wb_cache_remove $kind || wb_fail "removing $kind on state $idx failed"
-	$DMSETUP remove c$idx b$idx || wb_fail "remove c$idx b$idx"
+	# --retry: bcache lets go of its devices a moment after its sysfs entries go.
+	$DMSETUP remove --retry c$idx b$idx || wb_fail "remove c$idx b$idx"
 done <<'MANIFEST'
 GUEST
 	cat "$dir/manifest.tsv"
@@ -109,17 +113,23 @@ acked_writes() {
 	# shellcheck disable=SC2086 # $stamp is a list of options
 	"$VM_WBSTAMP" verify "$zeros" $stamp --ops "$2" --flushed "$1" 2>/dev/null | sed -n 's/^verify_lost_writes=//p'
 }
-checked=0 not_built=0 not_built_acked=0 losing=0 writes_lost=0 missing=0
+checked=0 not_built=0 not_built_acked=0 losing=0 writes_lost=0 foreign=0 foreign_sectors=0 missing=0
 while read -r idx state_kind entry _ _ _ _ _ level limit; do
 	r=$(vm_result "st$idx")
 	case $r in
 	ok) checked=$((checked + 1)) ;;
+	lost:0:*)
+		checked=$((checked + 1))
+		foreign=$((foreign + 1))
+		foreign_sectors=$((foreign_sectors + ${r#lost:0:}))
+		echo "peer $kind: state $idx ($state_kind, entry $entry, writes 1..$level acknowledged) lost none but returned ${r#lost:0:} sectors no write put there"
+		;;
 	lost:*)
 		checked=$((checked + 1))
 		losing=$((losing + 1))
 		lost=${r#lost:}
 		writes_lost=$((writes_lost + ${lost%%:*}))
-		echo "peer $kind: state $idx ($state_kind, entry $entry, writes 1..$level acknowledged) lost ${lost%%:*} of them (${lost#*:} sectors)"
+		echo "peer $kind: state $idx ($state_kind, entry $entry, writes 1..$level acknowledged) lost ${lost%%:*} of them (${lost#*:} sectors wrong)"
 		;;
 	not_built:*)
 		checked=$((checked + 1))
@@ -138,5 +148,5 @@ while read -r idx state_kind entry _ _ _ _ _ level limit; do
 		;;
 	esac
 done <"$dir/manifest.tsv"
-echo "peer $kind: checked=$checked not_built=$not_built not_built_acked=$not_built_acked losing=$losing writes_lost=$writes_lost unchecked=$missing vm_seconds=$VM_ELAPSED"
+echo "peer $kind: checked=$checked not_built=$not_built not_built_acked=$not_built_acked losing=$losing writes_lost=$writes_lost foreign=$foreign foreign_sectors=$foreign_sectors unchecked=$missing vm_seconds=$VM_ELAPSED"
 [ "$(vm_result peer_check)" = "done" ] && [ "$missing" = 0 ]

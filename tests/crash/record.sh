@@ -135,7 +135,7 @@ if [ $peer = 1 ]; then
 else
 	\$DMSETUP remove wb || wb_fail "remove wb failed"
 fi
-[ $mode = cache ] || \$DMSETUP remove bk cc || wb_fail "remove bk cc failed"
+[ $mode = cache ] || \$DMSETUP remove --retry bk cc || wb_fail "remove bk cc failed"
 wb_report log_status "\$(\$DMSETUP status lw | cut -d' ' -f4-)"
 \$DMSETUP remove lw || wb_fail "remove lw failed"
 wb_report recorded yes
