@@ -19,7 +19,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-vm-612 test-stress test-stress-faults kdebug test-crash test-crash-quick test-mutants test-mutants-quick bench kmod clean
+.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-vm-612 test-stress test-stress-faults kdebug test-crash test-crash-quick crash-peers bench-peers test-mutants test-mutants-quick bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -186,6 +186,16 @@ test-crash: deps all kmod
 test-crash-quick: deps all kmod
 	tests/crash/quick.sh $(BUILD)
 
+# Durability after a power cut of the kernel's own caches (dm-writecache,
+# bcache, dm-cache) and the writeboost targets, the same recorded workload,
+# sampled crash states built on in the kernel (tests/crash/peers.sh; about
+# 15 minutes). A measurement: a peer losing writes is reported, dm-wbkit
+# losing one fails. Not part of `make test`.
+CRASH_PEERS_STATES ?= 100
+crash-peers: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target wbcrash
+	CRASH_PEERS_STATES=$(CRASH_PEERS_STATES) tests/crash/peers.sh $(BUILD)
+
 # The mutant gate (tests/mutants/run.sh): patches that each make one known
 # mistake in kmod/ or the replay decision; each must fail one of its tests.
 # Every test that catches a mutant is part of make test (test-fuzz, test-vm,
@@ -202,6 +212,12 @@ test-mutants-quick: deps-build
 
 bench: all
 	bench/run.sh $(BUILD)
+
+# dm-wbkit against dm-writecache, bcache and dm-cache over the hard-disk
+# model, one VM boot (bench/vm-peers.sh; hours at the defaults; the header
+# gives a short validation run). Not part of `make test`.
+bench-peers: deps all kmod
+	bench/vm-peers.sh $(BUILD)
 
 kmod: deps
 	$(MAKE) -C kmod

@@ -84,30 +84,7 @@ trap 'hdd_stop; rm -rf "$work"' EXIT
 # root (as in vm-fastpath.sh); the untar row's tree on a disk of its own.
 vm_bench_dbench_tar "$work/extras.tar"
 
-# The tree, made once per machine and kept in $VM_WORK.
-src=/usr/src/linux-source-6.1.tar.xz
-if [ -f "$src" ]; then
-	tree=$VM_WORK/untar-linux-6.1-$(echo "$untar_dirs" | tr ' /' '_-').tar
-	if [ ! -f "$tree" ]; then
-		echo "making $tree from $src ($untar_dirs)"
-		mkdir -p "$work/tree"
-		# shellcheck disable=SC2046 # one member per directory
-		tar -xJf "$src" -C "$work/tree" $(for d in $untar_dirs; do echo "linux-source-6.1/$d"; done)
-		tar --format=gnu --sort=name -cf "$tree.tmp.$$" -C "$work/tree" linux-source-6.1
-		rm -rf "$work/tree"
-		mv -f "$tree.tmp.$$" "$tree"
-	fi
-	tree_what="linux-source-6.1: $untar_dirs"
-else
-	tree=$VM_WORK/untar-usr-include.tar
-	[ -f "$tree" ] || tar --format=gnu --sort=name -cf "$tree" -C /usr --exclude=include/boost \
-		--exclude=include/node --exclude=include/llvm-14 --exclude='include/llvm-c-14' include
-	tree_what="/usr/include without boost, node, llvm"
-fi
-cp "$tree" "$work/tree.tar"
-truncate -s %1M "$work/tree.tar"
-tree_mb=$(($(stat -c %s "$tree") / 1048576))
-tree_files=$(tar -tf "$tree" | grep -vc '/$')
+vm_bench_untar_tree "$untar_dirs" "$work/tree.tar"
 
 vm_image "$work/disk.img" "$disk_size"
 vm_image "$work/cache-wbkit.img" 4G
@@ -131,20 +108,8 @@ for m in lib/crc16 fs/mbcache fs/jbd2/jbd2 fs/ext4/ext4; do
 done
 mkdir -p /mnt
 HDD=/dev/vda
-# now <var>: the uptime in centiseconds into <var>, without a fork: a command
-# substitution with tr and cut cost ~20 ms of the measured time under TCG.
-now() {
-	read -r up_s _ </proc/uptime
-	eval "$1=${up_s%.*}${up_s#*.}"
-}
-# The backing disk's busy time so far (ms): io_ticks, field 10 of its stat.
-busy_ms() { awk '{ print $10 }' /sys/block/${HDD#/dev/}/stat; }
-# Terse v3: read IOPS field 8, read bandwidth (KiB/s) 7, write IOPS 49.
-fio_terse() {
-	$FIO --direct=1 --randrepeat=1 --output-format=terse --terse-version=3 "$@" \
-		>/tmp/fio.out 2>/tmp/fio.err || { cat /tmp/fio.err; wb_fail "fio $* failed"; }
-}
-terse() { cut -d';' -f"$1" /tmp/fio.out | head -1; }
+# now, busy_ms, fio_terse, terse: bench/vm-bench-guest.sh
+. /lib/wbbench.sh
 # new_target <wbkit|upstream> <cache dev> [table options...]
 new_target() {
 	t=$1 cache=$2 type=writeboost
@@ -371,30 +336,10 @@ report=$work/report.md
 	echo "\`bench/vm-hdd.sh\` at $(git -C "$WBKIT_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), load average $load_start at the start, $load_end at the end ($(nproc) cores), TCG."
 	echo "Disk model: $disk_size, $hdd_params. $rounds rounds; rows: $rows."
 	echo "sort: $dirty of random 4 KiB writes over $region; steady: ${steady_cache} MiB caches, writes over $steady_region, 1 + $steady_wraps caches' worth, QD16;"
-	echo "dbench -s 4 clients ${dbench_time}s; untar: $tree_what ($tree_mb MiB, $tree_files files) then sync."
+	echo "dbench -s 4 clients ${dbench_time}s; untar: $UNTAR_WHAT then sync."
 	echo
-	vm_results | awk -v rounds="$rounds" -v rows="$rows" '
-	function insert(v, m, x,   j) {
-		for (j = m; j > 0 && v[j] > x; j--) v[j + 1] = v[j]
-		v[j + 1] = x
-		return m + 1
-	}
-	function middle(v, m) { return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2 }
-	function median(key,   v, m, r) {
-		m = 0
-		for (r = 1; r <= rounds; r++) if ((r, key) in val) m = insert(v, m, val[r, key])
-		return m ? middle(v, m) : 0
-	}
-	# Median over the rounds of a/b (times scale, default 1) for keys ka, kb.
-	function pair(ka, kb, scale,   v, m, r) {
-		m = 0
-		if (scale == "") scale = 1
-		for (r = 1; r <= rounds; r++)
-			if ((r, ka) in val && (r, kb) in val && val[r, ka] > 0 && val[r, kb] > 0)
-				m = insert(v, m, scale * val[r, ka] / val[r, kb])
-		return m ? sprintf("%.2f", middle(v, m)) : "-"
-	}
-	function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%.2f", a / b) : "-" }
+	# medians.awk: median, pair and ratio over val[round, key].
+	vm_results | awk -v rounds="$rounds" -v rows="$rows" -f "$here/medians.awk" -f <(cat <<'AWK'
 	# A steady-state latency row (key: steadyp99 or steadymax, in us).
 	function latency_row(what, key) {
 		printf "| steady state: write latency, %s | ms | %.1f | %.1f | | | %s | %s | |\n", what,
@@ -492,7 +437,9 @@ report=$work/report.md
 		print "only by merging or dropping writes (group commit, overwrites in RAM)."
 		print ""
 		for (l in lines) printf "%s\n", lines[l] > "/dev/stderr"
-	}' 2>"$work/lines"
+	}
+AWK
+	) 2>"$work/lines"
 } >"$report"
 cat "$report"
 for k in "sorted writeback factor:" "sorted writeback factor (upstream):" "sorted writeback factor bound" \

@@ -23,6 +23,8 @@ VM_PACKAGES=(
 	busybox-static dmsetup fio kmod cpio dm-writeboost-dkms dkms dbench e2fsprogs
 	# The hard-disk model of the benchmarks (bench/hdd), an nbdkit filter.
 	nbdkit nbdkit-plugin-dev
+	# make-bcache for the guest: bcache in tests/crash/peers.sh and bench/vm-peers.sh.
+	bcache-tools
 )
 
 want=("${BUILD_PACKAGES[@]}")

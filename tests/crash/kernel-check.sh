@@ -30,7 +30,7 @@ trap 'rm -f "$guest"' EXIT
 {
 	echo '. /lib/wbguest.sh'
 	echo "wb_load_target $module"
-	echo 'while read -r idx kind entry c_off c_len b_off e_off b_len; do'
+	echo 'while read -r idx kind entry c_off c_len b_off e_off b_len _level_and_limit; do'
 	cat <<'GUEST'
 	$DMSETUP create c$idx --table "0 $c_len linear /dev/vda $c_off" || wb_fail "linear c$idx"
 	$DMSETUP create b$idx --table "0 $b_len linear /dev/vda $b_off" || wb_fail "linear b$idx"

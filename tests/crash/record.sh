@@ -4,7 +4,10 @@
 # enumeration (wbcrash). One VM boot per recording.
 #
 #   record.sh TARGET MODE OUTDIR [SEED]
-#     TARGET  wbkit (kmod/dm-wbkit.ko) or upstream (Debian's dm-writeboost)
+#     TARGET  wbkit (kmod/dm-wbkit.ko) or upstream (Debian's dm-writeboost);
+#             in mode both also the kernel's own caches (tests/crash/peers.sh):
+#             writecache, bcache, dmcache, built by the guest's
+#             wb_cache_create (tests/vm/guest-lib.sh) on an empty cache
 #     MODE    cache: the log covers the cache device only; the cache is big
 #                    enough that nothing is written back, so the backing
 #                    device stays zero (checked) and needs no log.
@@ -33,7 +36,13 @@
 # CRASH_OPS and CRASH_FLUSH_EVERY set the number of stamped writes and the
 # writes per fsync group; CRASH_CACHE_BYTES the cache device's size in mode
 # both (default 6 MiB: 1 MiB superblock + 10 segments of 512 KiB; e.g.
-# $((8 << 20)) for 14 segments). The backing device is always 4 MiB.
+# $((8 << 20)) for 14 segments). CRASH_REGION_BYTES: the cached device the
+# workload writes (default 4 MiB); the backing device is that, plus 8 KiB for
+# bcache, whose superblock comes before the data (make-bcache's default
+# offset). CRASH_PARTIAL_PCT: the share of 512-byte writes (default 20; 0 for
+# dm-writecache, whose 4 KiB blocks make it refuse smaller direct writes).
+# CRASH_BCACHE_BUCKET and CRASH_DMCACHE_META_SECTORS size bcache's buckets
+# (16k) and dm-cache's metadata slice at the start of the cache (2048).
 # OUTDIR gets log.img (the log device), final-data.img (the logged device as
 # the VM left it, to check the replayer against) and meta.kv.
 set -euo pipefail
@@ -48,15 +57,25 @@ seed=${4:-11}
 
 crash_prepare_target "$target"
 
-backing_bytes=$((4 << 20))
+region_bytes=${CRASH_REGION_BYTES:-$((4 << 20))}
+backing_bytes=$region_bytes
+case $target in
+wbkit | upstream) peer=0 ;;
+*)
+	peer=1
+	[ "$mode" = both ] || { echo "record.sh: $target records in mode both only" >&2; exit 2; }
+	[ "${CRASH_RESTART_EVERY:-0}" = 0 ] || { echo "record.sh: CRASH_RESTART_EVERY is for the writeboost targets" >&2; exit 2; }
+	[ "$target" = bcache ] && backing_bytes=$((region_bytes + (8 << 10)))
+	;;
+esac
 case $mode in
 cache) cache_bytes=$((128 << 20)); ops=${CRASH_OPS:-480}; flush_every=${CRASH_FLUSH_EVERY:-6} ;;
 both) cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
 cache-writeback) cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
 *) echo "record.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
-partial_pct=20
-workload="--seed $seed --size $backing_bytes --partial-pct $partial_pct"
+partial_pct=${CRASH_PARTIAL_PCT:-20}
+workload="--seed $seed --size $region_bytes --partial-pct $partial_pct"
 table_args=${CRASH_TABLE_ARGS:-}
 # The record must be written between a drop_caches and the next writes.
 [ "$mode" != cache-writeback ] || table_args=${CRASH_TABLE_ARGS:-2 update_sb_record_interval 1}
@@ -78,8 +97,14 @@ VM_TIMEOUT=${CRASH_VM_TIMEOUT:-900}
 backing_sectors=$((backing_bytes / 512))
 cache_sectors=$((cache_bytes / 512))
 guest=$(cat <<GUEST
+WB_BCACHE_BUCKET=${CRASH_BCACHE_BUCKET:-16k}
+WB_DMCACHE_META_SECTORS=${CRASH_DMCACHE_META_SECTORS:-2048}
 . /lib/wbguest.sh
-wb_load_target $target
+if [ $peer = 1 ]; then
+	wb_cache_modules $target
+else
+	wb_load_target $target
+fi
 if [ $mode != both ]; then
 	wb_dm_create lw "0 $cache_sectors log-writes /dev/vdb /dev/vdc"
 	table="0 $backing_sectors writeboost /dev/vda /dev/mapper/lw $table_args"
@@ -89,17 +114,24 @@ else
 	wb_dm_create cc "0 $cache_sectors linear /dev/mapper/lw $backing_sectors"
 	table="0 $backing_sectors writeboost /dev/mapper/bk /dev/mapper/cc $table_args"
 fi
-wb_dm_create wb "\$table"
+dev=/dev/mapper/wb
+if [ $peer = 1 ]; then
+	wb_cache_create $target /dev/mapper/bk /dev/mapper/cc format 2>/tmp/create.err ||
+		wb_fail "$target: \$(tr '\n' ' ' </tmp/create.err)"
+	dev=\$WB_CACHE_DEV
+else
+	wb_dm_create wb "\$table"
+fi
 first=1
 group=0
 while [ \$first -le $ops ]; do
 	last=\$((first + $flush_every - 1))
 	if [ $mode = cache-writeback ] && [ \$((group % 2)) = 1 ]; then
-		\$WBSTAMP write /dev/mapper/wb $workload --first \$first --ops \$last --flush-every 0 >/tmp/w.out 2>&1 || { cat /tmp/w.out; wb_fail "workload failed at \$first"; }
+		\$WBSTAMP write \$dev $workload --first \$first --ops \$last --flush-every 0 >/tmp/w.out 2>&1 || { cat /tmp/w.out; wb_fail "workload failed at \$first"; }
 		\$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches after \$last failed"
 		sleep 1.2
 	else
-		\$WBSTAMP write /dev/mapper/wb $workload --first \$first --ops \$last --flush-every $flush_every >/tmp/w.out 2>&1 || { cat /tmp/w.out; wb_fail "workload failed at \$first"; }
+		\$WBSTAMP write \$dev $workload --first \$first --ops \$last --flush-every $flush_every >/tmp/w.out 2>&1 || { cat /tmp/w.out; wb_fail "workload failed at \$first"; }
 		grep -q "^last_flushed=\$last\$" /tmp/w.out || { cat /tmp/w.out; wb_fail "write \$last not flushed"; }
 		\$DMSETUP message lw 0 mark f\$last || wb_fail "mark f\$last failed"
 	fi
@@ -111,9 +143,18 @@ while [ \$first -le $ops ]; do
 		wb_dm_create wb "\$table"
 	fi
 done
-wb_report status "\$(wb_dm_status wb)"
-\$DMSETUP remove wb || wb_fail "remove wb failed"
-[ $mode != both ] || \$DMSETUP remove bk cc || wb_fail "remove bk cc failed"
+if [ $target = bcache ]; then
+	sys=/sys/block/\${dev#/dev/}/bcache
+	wb_report status "state=\$(cat \$sys/state) dirty_data=\$(cat \$sys/dirty_data)"
+else
+	wb_report status "\$(wb_dm_status wb)"
+fi
+if [ $peer = 1 ]; then
+	wb_cache_remove $target || wb_fail "remove $target failed"
+else
+	\$DMSETUP remove wb || wb_fail "remove wb failed"
+fi
+[ $mode != both ] || \$DMSETUP remove --retry bk cc || wb_fail "remove bk cc failed"
 wb_report log_status "\$(\$DMSETUP status lw | cut -d' ' -f4-)"
 \$DMSETUP remove lw || wb_fail "remove lw failed"
 wb_report recorded yes
@@ -156,6 +197,9 @@ fi
 	echo "flush_every=$flush_every"
 	echo "partial_pct=$partial_pct"
 	echo "backing_bytes=$backing_bytes"
+	echo "region_bytes=$region_bytes"
+	if [ "$target" = bcache ]; then echo "bcache_bucket=${CRASH_BCACHE_BUCKET:-16k}"; fi
+	if [ "$target" = dmcache ]; then echo "dmcache_meta_sectors=${CRASH_DMCACHE_META_SECTORS:-2048}"; fi
 	echo "cache_bytes=$cache_bytes"
 	echo "table_args=$table_args"
 	echo "restart_every=$restart_every"

@@ -25,6 +25,11 @@
 // --save-state writes such a starting state. With workload=ext4 the stamp
 // rule is replaced by --state-check, a command run on each state's logical
 // image (tests/crash/ext4-check.sh).
+// --no-replay is for the kernel's other caches (tests/crash/peers.sh), whose
+// format the library does not read: the states are enumerated and counted the
+// same way, nothing is checked offline, and the emitted sample carries each
+// state's acknowledged level and limit for the stamp rule in the guest
+// (wbstamp verify on the cache built on the state).
 // A developer and test tool, not installed.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -75,6 +80,7 @@ struct Options {
 	std::string save_to;
 	std::string state_check; // command run on each state's logical image (workload=ext4)
 	std::string work_dir = "/tmp";
+	bool no_replay = false; // count and emit states only (a cache of another format)
 };
 
 // A destination that loses power after a byte budget: the write that crosses
@@ -118,6 +124,7 @@ struct Meta {
 	std::uint64_t ops = 0, flush_every = 0;
 	std::uint64_t first = 1; // the first write of this recording's workload
 	std::uint64_t backing_bytes = 0, cache_bytes = 0;
+	std::uint64_t region_bytes = 0; // what the workload writes: the cached device
 	std::optional<std::uint64_t> log_backing_offset;
 	std::uint64_t log_cache_offset = 0;
 	// A recording that starts from a crash state: the logged device's content
@@ -163,7 +170,8 @@ Meta read_meta(const fs::path& file)
 	m.workload.seed = num_or("seed", 0);
 	m.workload.partial_pct = unsigned(num_or("partial_pct", 0));
 	m.workload.region_offset = 0;
-	m.workload.region_size = num("backing_bytes");
+	m.workload.region_size = num_or("region_bytes", num("backing_bytes"));
+	m.region_bytes = m.workload.region_size;
 	m.ops = num("ops");
 	m.flush_every = num_or("flush_every", 1);
 	m.first = num_or("first", 1);
@@ -417,6 +425,10 @@ private:
 			return;
 		}
 		++counter;
+		if (o_.no_replay) {
+			maybe_emit(state, nullptr, kind, entry);
+			return;
+		}
 		StateDevices devices(state, meta_);
 		SparseImage& work = devices.work;
 		Device* backing = devices.backing;
@@ -460,9 +472,9 @@ private:
 		if (!problem.empty()) {
 			report_failure(state, work, *backing, kind, entry, problem);
 			// Whether the kernel loses the same data: its image must equal this one.
-			maybe_emit(state, *backing, emit_kind, entry, true);
+			maybe_emit(state, backing, emit_kind, entry, true);
 		} else
-			maybe_emit(state, *backing, emit_kind, entry);
+			maybe_emit(state, backing, emit_kind, entry);
 	}
 
 	// What dm-wbkit promises about its own log in every crash state, whatever
@@ -661,7 +673,8 @@ private:
 		out.write(reinterpret_cast<const char*>(all.data()), std::streamsize(all.size()));
 	}
 
-	void maybe_emit(const SparseImage& state, Device& logical, const std::string& kind, std::uint64_t entry,
+	// logical: the offline replay's image, or null (--no-replay: none is written).
+	void maybe_emit(const SparseImage& state, Device* logical, const std::string& kind, std::uint64_t entry,
 			bool failing = false)
 	{
 		if (emit_fd_ < 0 || counts_.emitted >= o_.emit_max)
@@ -673,20 +686,25 @@ private:
 		auto round = [](std::uint64_t v) { return (v + align - 1) / align * align; };
 		const std::uint64_t cache_off = emit_end_;
 		const std::uint64_t backing_off = cache_off + round(meta_.cache_bytes);
-		const std::uint64_t expected_off = backing_off + round(meta_.backing_bytes);
-		emit_end_ = expected_off + round(meta_.backing_bytes);
+		const std::uint64_t expected_off = logical ? backing_off + round(meta_.backing_bytes) : 0;
+		emit_end_ = logical ? expected_off + round(meta_.backing_bytes) : backing_off + round(meta_.backing_bytes);
 		if (::ftruncate(emit_fd_, off_t(emit_end_)) != 0)
 			throw IoError("cannot size", o_.emit + "/states.img", errno);
 		state.save_range(emit_fd_, cache_off, meta_.log_cache_offset, meta_.cache_bytes);
 		if (meta_.log_backing_offset)
 			state.save_range(emit_fd_, backing_off, *meta_.log_backing_offset, meta_.backing_bytes);
-		std::vector<std::byte> all(meta_.backing_bytes);
-		logical.read_exact(0, all);
-		if (::pwrite(emit_fd_, all.data(), all.size(), off_t(expected_off)) != ssize_t(all.size()))
-			throw IoError("cannot write", o_.emit + "/states.img", errno);
-		manifest_ << fmt::format("{} {} {} {} {} {} {} {}\n", counts_.emitted, kind, entry, cache_off / 512,
+		if (logical) {
+			std::vector<std::byte> all(meta_.backing_bytes);
+			logical->read_exact(0, all);
+			if (::pwrite(emit_fd_, all.data(), all.size(), off_t(expected_off)) != ssize_t(all.size()))
+				throw IoError("cannot write", o_.emit + "/states.img", errno);
+		}
+		// The last two columns: the stamp rule's acknowledged writes (1..level)
+		// and the last write that may have been issued (limit).
+		const std::uint64_t limit = std::min(meta_.ops, level_ + meta_.flush_every);
+		manifest_ << fmt::format("{} {} {} {} {} {} {} {} {} {}\n", counts_.emitted, kind, entry, cache_off / 512,
 					 meta_.cache_bytes / 512, backing_off / 512, expected_off / 512,
-					 meta_.backing_bytes / 512);
+					 meta_.backing_bytes / 512, level_, limit);
 		manifest_.flush();
 		++counts_.emitted;
 	}
@@ -924,5 +942,7 @@ int main(int argc, char** argv)
 	app.add_option("--save-to", o.save_to, "directory for --save-state");
 	app.add_option("--state-check", o.state_check, "command that checks each state's logical image (workload=ext4)");
 	app.add_option("--work-dir", o.work_dir, "where --state-check's images go");
+	app.add_flag("--no-replay", o.no_replay,
+		     "a cache of another format: count the states and emit them with their acknowledged level, check nothing");
 	return wbkit::run_tool("wbcrash", app, argc, argv, [&] { return run(o); });
 }

@@ -104,3 +104,147 @@ wb_read_blocks() {
 wb_sectors() {
 	$BLOCKDEV --getsz "$1"
 }
+
+# The caches the kernel already has, and the writeboost targets, behind one
+# pair of calls, so that a crash check and a benchmark build each the same way.
+#   wb_cache_create <kind> <backing> <cache> [format]
+# kind: wbkit, upstream (a writeboost table; the target type is
+# $WB_WBKIT_TARGET for wbkit, "writeboost" unless dm-wbkit was loaded under
+# another name), writecache (SSD mode, 4 KiB blocks, default watermarks),
+# writecache-wm (high_watermark 90 low_watermark 80: writeback starts later
+# and stops with a tenth of the cache free), bcache (make-bcache --writeback,
+# buckets of $WB_BCACHE_BUCKET), bcache-seq0 (the same, sequential_cutoff 0),
+# dmcache (smq, writeback, blocks of $WB_DMCACHE_BLOCK sectors, metadata on
+# the first $WB_DMCACHE_META_SECTORS sectors of the cache device).
+# With "format", the cache device is made empty first; without, the cache
+# is built on what the devices hold (a crash state). Sets WB_CACHE_DEV to the
+# cached device. At most one cache exists at a time. Returns 1 (after a line
+# saying why on stderr) when the kernel refuses it.
+WB_WBKIT_TARGET=${WB_WBKIT_TARGET:-writeboost}
+WB_BCACHE_BUCKET=${WB_BCACHE_BUCKET:-512k}
+WB_DMCACHE_BLOCK=${WB_DMCACHE_BLOCK:-64}
+WB_DMCACHE_META_SECTORS=${WB_DMCACHE_META_SECTORS:-8192}
+MAKE_BCACHE=/usr/sbin/make-bcache
+
+# wb_cache_modules <kind>: loads what the kind needs (the writeboost modules
+# are loaded by wb_load_target). Skips the test when the module is missing.
+wb_cache_modules() {
+	case $1 in
+	writecache*) modprobe dm-writecache || wb_skip "modprobe dm-writecache failed" ;;
+	bcache*)
+		modprobe bcache || wb_skip "modprobe bcache failed"
+		[ -x $MAKE_BCACHE ] || wb_skip "make-bcache not in the initramfs (bcache-tools)"
+		;;
+	dmcache) modprobe dm-cache-smq || wb_skip "modprobe dm-cache-smq failed" ;;
+	esac
+}
+
+# The one bcache device there is, or nothing.
+wb_bcache_dev() {
+	for d in /sys/block/bcache*; do
+		[ -d "$d" ] && echo "/dev/${d##*/}" && return 0
+	done
+	return 1
+}
+
+# The cache set's directory under /sys/fs/bcache, or nothing.
+wb_bcache_set() {
+	for d in /sys/fs/bcache/*-*; do
+		[ -d "$d" ] && echo "$d" && return 0
+	done
+	return 1
+}
+
+wb_cache_create() {
+	kind=$1 backing=$2 cache=$3 format=${4:-}
+	sectors=$(wb_sectors "$backing")
+	WB_CACHE_DEV=/dev/mapper/wb
+	case $kind in
+	wbkit | upstream)
+		type=writeboost
+		[ "$kind" = wbkit ] && type=$WB_WBKIT_TARGET
+		# An invalid magic makes either target format the cache: an empty log.
+		[ -z "$format" ] || $DD if=/dev/zero of="$cache" bs=1M count=1 oflag=direct status=none
+		table="0 $sectors $type $backing $cache"
+		;;
+	writecache | writecache-wm)
+		# A zero first sector makes dm-writecache format the cache.
+		[ -z "$format" ] || $DD if=/dev/zero of="$cache" bs=1M count=1 oflag=direct status=none
+		opts=0
+		[ "$kind" = writecache-wm ] && opts="4 high_watermark 90 low_watermark 80"
+		table="0 $sectors writecache s $backing $cache 4096 $opts"
+		;;
+	dmcache)
+		csectors=$(wb_sectors "$cache")
+		$DMSETUP create wbmeta --table "0 $WB_DMCACHE_META_SECTORS linear $cache 0" &&
+			$DMSETUP create wbdata --table "0 $((csectors - WB_DMCACHE_META_SECTORS)) linear $cache $WB_DMCACHE_META_SECTORS" ||
+			{ echo "dmcache: the metadata and data slices of $cache failed" >&2; return 1; }
+		$DMSETUP mknodes
+		# A zero superblock makes dm-cache format its metadata.
+		[ -z "$format" ] || $DD if=/dev/zero of=/dev/mapper/wbmeta bs=1M count=1 oflag=direct status=none
+		table="0 $sectors cache /dev/mapper/wbmeta /dev/mapper/wbdata $backing $WB_DMCACHE_BLOCK 1 writeback smq 0"
+		;;
+	bcache | bcache-seq0)
+		if [ -n "$format" ]; then
+			# make-bcache refuses a device that holds a bcache superblock.
+			$DD if=/dev/zero of="$cache" bs=64k count=1 oflag=direct status=none
+			$DD if=/dev/zero of="$backing" bs=64k count=1 oflag=direct status=none
+			$MAKE_BCACHE --writeback --bucket "$WB_BCACHE_BUCKET" -C "$cache" -B "$backing" >/tmp/make-bcache.out 2>&1 ||
+				{ cat /tmp/make-bcache.out >&2; echo "make-bcache failed" >&2; return 1; }
+		fi
+		echo "$cache" >/sys/fs/bcache/register 2>/tmp/bcache.err ||
+			{ echo "bcache: registering the cache $cache failed: $(cat /tmp/bcache.err)" >&2; return 1; }
+		echo "$backing" >/sys/fs/bcache/register 2>/tmp/bcache.err ||
+			{ echo "bcache: registering the backing device $backing failed: $(cat /tmp/bcache.err)" >&2; wb_cache_remove bcache; return 1; }
+		tries=0
+		while ! WB_CACHE_DEV=$(wb_bcache_dev) && [ $tries -lt 100 ]; do
+			tries=$((tries + 1))
+			usleep 50000
+		done
+		[ -n "$WB_CACHE_DEV" ] || { echo "bcache: no /dev/bcache* after registering" >&2; wb_cache_remove bcache; return 1; }
+		sys=/sys/block/${WB_CACHE_DEV#/dev/}/bcache
+		# Attached: the state reads clean or dirty, not "no cache".
+		tries=0
+		while [ "$(cat $sys/state)" = "no cache" ] && [ $tries -lt 100 ]; do
+			tries=$((tries + 1))
+			usleep 50000
+		done
+		[ "$(cat $sys/state)" != "no cache" ] ||
+			{ echo "bcache: the backing device did not attach to its cache" >&2; wb_cache_remove bcache; return 1; }
+		[ "$(cat $sys/cache_mode | sed 's/.*\[\(.*\)\].*/\1/')" = writeback ] || echo writeback >$sys/cache_mode
+		[ "$kind" = bcache-seq0 ] && echo 0 >$sys/sequential_cutoff
+		while [ ! -b "$WB_CACHE_DEV" ] && [ $tries -lt 200 ]; do
+			tries=$((tries + 1))
+			usleep 50000
+		done
+		return 0
+		;;
+	*) wb_fail "unknown cache kind $kind" ;;
+	esac
+	if ! $DMSETUP create wb --table "$table" 2>/tmp/dm.err; then
+		echo "$kind: dmsetup create failed: $(cat /tmp/dm.err) (table: $table)" >&2
+		[ "$kind" = dmcache ] && $DMSETUP remove wbmeta wbdata
+		return 1
+	fi
+	$DMSETUP mknodes wb
+}
+
+# wb_cache_remove <kind>: takes the cache apart without writing back what it
+# holds (what a power cut would leave stays on the devices).
+wb_cache_remove() {
+	case $1 in
+	bcache*)
+		dev=$(wb_bcache_dev) && echo 1 >/sys/block/${dev#/dev/}/bcache/stop
+		set_dir=$(wb_bcache_set) && echo 1 >"$set_dir/stop"
+		# Both go away asynchronously; the next registration needs them gone.
+		tries=0
+		while { wb_bcache_dev >/dev/null || wb_bcache_set >/dev/null; } && [ $tries -lt 200 ]; do
+			tries=$((tries + 1))
+			usleep 50000
+		done
+		! wb_bcache_dev >/dev/null && ! wb_bcache_set >/dev/null
+		;;
+	dmcache) $DMSETUP remove wb && $DMSETUP remove wbmeta wbdata ;;
+	*) $DMSETUP remove wb ;;
+	esac
+}

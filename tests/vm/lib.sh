@@ -46,8 +46,10 @@ VM_WBKIT_KO=${VM_WBKIT_KO:-$WBKIT_ROOT/kmod/dm-wbkit.ko}
 # dm core modules before an out-of-tree target is insmod'ed.
 VM_BOOT_MODULES=(virtio_pci virtio_blk crc32c_generic dm-mod dm-bufio libcrc32c dm-flakey dm-log-writes dm-delay)
 # In the initramfs but not loaded at boot: a guest script that needs one
-# runs `modprobe` (the ext4 workload of tests/crash/record-ext4.sh).
-VM_EXTRA_MODULES=(ext4)
+# runs `modprobe` (the ext4 workload of tests/crash/record-ext4.sh; the
+# kernel's own caches that tests/crash/peers.sh and bench/vm-peers.sh compare
+# against, through wb_cache_modules).
+VM_EXTRA_MODULES=(ext4 dm-writecache dm-cache-smq bcache)
 
 # Real programs for what busybox does not do (dmsetup, fio) or does too
 # little of (dd without oflag=direct). They live under /usr so that they never
@@ -57,6 +59,10 @@ VM_EXTRA_MODULES=(ext4)
 # workload of the crash tests.
 VM_HOST_PROGRAMS=(/usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blockdev /usr/bin/dd /usr/bin/cmp /usr/bin/sha256sum
 	/sbin/mkfs.ext4 /usr/bin/sync)
+# Programs only some guest scripts need, copied with their libraries when the
+# host has them: make-bcache (bcache-tools) for the bcache rows of
+# tests/crash/peers.sh and bench/vm-peers.sh, which skip without it.
+VM_OPTIONAL_PROGRAMS=(/usr/sbin/make-bcache)
 # Configuration files the programs read, copied as they are.
 VM_HOST_FILES=(/etc/mke2fs.conf)
 # wbkit's own tools for guest scripts, as /usr/local/bin/<tool> (stripped,
@@ -118,10 +124,18 @@ _vm_guest_tool_files() {
 
 _vm_module_files() {
 	local m
-	for m in "${VM_BOOT_MODULES[@]}" "${VM_EXTRA_MODULES[@]}"; do
-		# Built-in modules print "builtin <name>": nothing to copy.
-		modprobe ${VM_MODROOT:+-d "$VM_MODROOT"} -S "$VM_KVER" -D "$m" | awk '$1 == "insmod" { print $2 }'
-	done | sort -u
+	{
+		for m in "${VM_BOOT_MODULES[@]}"; do
+			# Built-in modules print "builtin <name>": nothing to copy.
+			modprobe ${VM_MODROOT:+-d "$VM_MODROOT"} -S "$VM_KVER" -D "$m" | awk '$1 == "insmod" { print $2 }'
+		done
+		# A kernel built without one of these (the sanitizer kernel has no
+		# dm-writecache) leaves it out: the scripts that need it say so.
+		for m in "${VM_EXTRA_MODULES[@]}"; do
+			modprobe ${VM_MODROOT:+-d "$VM_MODROOT"} -S "$VM_KVER" -D "$m" 2>/dev/null |
+				awk '$1 == "insmod" { print $2 }' || true
+		done
+	} | sort -u
 }
 
 # Everything the initramfs is made of, as one line per input; a change to any
@@ -131,7 +145,7 @@ _vm_fingerprint() {
 	{
 		echo "kver $VM_KVER modroot $VM_MODROOT"
 		sha256sum "$VM_DIR/lib.sh" "$VM_DIR/guest-lib.sh" "$VM_DIR/wbstamp.c"
-		for f in "$(command -v busybox)" "${VM_HOST_PROGRAMS[@]}" "${VM_HOST_FILES[@]}" "$VM_UPSTREAM_KO" "$VM_WBKIT_KO" $(_vm_module_files) $(_vm_guest_tool_files); do
+		for f in "$(command -v busybox)" "${VM_HOST_PROGRAMS[@]}" "${VM_OPTIONAL_PROGRAMS[@]}" "${VM_HOST_FILES[@]}" "$VM_UPSTREAM_KO" "$VM_WBKIT_KO" $(_vm_module_files) $(_vm_guest_tool_files); do
 			if [ -e "$f" ]; then
 				stat -L -c '%n %s %Y' "$f"
 			else
@@ -264,6 +278,9 @@ vm_prepare() {
 		local prog
 		for prog in "${VM_HOST_PROGRAMS[@]}"; do
 			_vm_copy_with_libs "$root" "$prog"
+		done
+		for prog in "${VM_OPTIONAL_PROGRAMS[@]}"; do
+			if [ -x "$prog" ]; then _vm_copy_with_libs "$root" "$prog"; fi
 		done
 		for prog in "${VM_HOST_FILES[@]}"; do
 			[ -e "$prog" ] && install -D -m 0644 "$prog" "$root$prog"

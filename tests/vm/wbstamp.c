@@ -300,7 +300,9 @@ static int run_verify(struct workload *w, const char *path)
 {
 	int fd = open_maybe_direct(path, O_RDONLY);
 	uint64_t nr_sectors, first_sector, *durable;
-	uint64_t nr_mismatches = 0, nr_durable = 0, nr_newer = 0;
+	uint64_t nr_mismatches = 0, nr_durable = 0, nr_newer = 0, nr_lost_writes = 0;
+	/* Acknowledged writes with a sector lost: a count of writes, not of sectors. */
+	bool *lost;
 	const size_t chunk = 256 * 1024;
 	unsigned char *buf = aligned_buffer(chunk);
 
@@ -316,6 +318,11 @@ static int run_verify(struct workload *w, const char *path)
 	nr_sectors = w->region_size / SECTOR;
 	first_sector = w->region_offset / SECTOR;
 	durable = newest_writes(w, w->flushed);
+	lost = calloc(w->flushed + 1, sizeof(*lost));
+	if (!lost) {
+		fprintf(stderr, "wbstamp: out of memory\n");
+		return 2;
+	}
 
 	for (uint64_t done = 0; done < nr_sectors;) {
 		size_t want = (nr_sectors - done) * SECTOR < chunk ? (nr_sectors - done) * SECTOR : chunk;
@@ -358,6 +365,10 @@ static int run_verify(struct workload *w, const char *path)
 						sector, wanted, found);
 				}
 				nr_mismatches++;
+				if (must && !lost[must]) {
+					lost[must] = true;
+					nr_lost_writes++;
+				}
 			} else if (seq && seq == must) {
 				nr_durable++;
 			} else if (seq) {
@@ -369,6 +380,8 @@ static int run_verify(struct workload *w, const char *path)
 	printf("verify_durable=%" PRIu64 "\n", nr_durable);
 	printf("verify_newer=%" PRIu64 "\n", nr_newer);
 	printf("verify_mismatches=%" PRIu64 "\n", nr_mismatches);
+	printf("verify_lost_writes=%" PRIu64 "\n", nr_lost_writes);
+	free(lost);
 	free(durable);
 	free(buf);
 	close(fd);
