@@ -145,6 +145,60 @@ inline std::int64_t first_difference(const std::vector<std::byte>& a, const std:
 	return -1;
 }
 
+// The raw bytes of a cache image as the models read them: little-endian
+// fields, and the number of segment slots.
+struct RawCache {
+	const std::vector<std::byte>& image;
+
+	bool holds_a_slot() const { return image.size() >= superblock_size + segment_size; }
+	std::uint64_t nr_slots() const { return (image.size() - superblock_size) / segment_size; }
+	std::uint64_t slot_base(std::uint64_t slot) const { return superblock_size + slot * segment_size; }
+	std::uint64_t le(std::uint64_t offset, unsigned bytes) const
+	{
+		std::uint64_t v = 0;
+		for (unsigned i = 0; i < bytes; ++i)
+			v |= std::uint64_t(image[offset + i]) << (8 * i);
+		return v;
+	}
+};
+
+// FORMAT.md's newest-wins rule over the segments a replay applies, oldest
+// first, as (slot, id): per backing sector, the newest entry for it decides
+// (a partial entry only for its dirty sectors; a clean one for all 8); the
+// result is the byte offset on the cache of each sector whose newest entry
+// is dirty and newer than last_writeback_id.
+inline std::map<std::uint64_t, std::uint64_t>
+newest_dirty_copies(const RawCache& cache, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& applied,
+		    std::uint64_t last_writeback_id)
+{
+	struct Owner {
+		std::uint64_t id;
+		bool dirty;
+		std::uint64_t offset;
+	};
+	std::map<std::uint64_t, Owner> newest;
+	for (const auto& [slot, id] : applied) {
+		const std::uint64_t base = cache.slot_base(slot);
+		const unsigned length = unsigned(cache.le(base + 12, 1));
+		for (unsigned i = 0; i < length; ++i) {
+			const std::uint64_t sector = cache.le(base + 512 + 16 * i, 8);
+			const unsigned bits = unsigned(cache.le(base + 512 + 16 * i + 8, 1));
+			for (unsigned j = 0; j < block_sectors; ++j) {
+				if (bits && !((bits >> j) & 1u))
+					continue; // a partial entry leaves this sector to older ones
+				if (sector + j < sector)
+					break; // past 2^64 - 1: no such sector
+				newest[sector + j] = {id, bits != 0, base + block_size * (i + 1ULL) + sector_size * j};
+			}
+		}
+	}
+	std::map<std::uint64_t, std::uint64_t> writes;
+	for (const auto& [sector, owner] : newest)
+		if (owner.dirty && owner.id > last_writeback_id)
+			writes.emplace(sector, owner.offset);
+	return writes;
+}
+
 // FORMAT.md's replay rules written out plainly over the raw bytes of a cache
 // image, without the library's scan: the slot walk, the newest entry per
 // sector (across overlapping unaligned metablocks too), last_writeback_id,
@@ -160,21 +214,17 @@ class KernelRuleModel {
 public:
 	explicit KernelRuleModel(const std::vector<std::byte>& image, std::optional<bool> torn_rewrites = std::nullopt)
 	{
-		if (image.size() < superblock_size + segment_size)
+		const RawCache cache{image};
+		if (!cache.holds_a_slot())
 			return;
-		const std::uint64_t nr = (image.size() - superblock_size) / segment_size;
-		auto le = [&](std::uint64_t offset, unsigned bytes) {
-			std::uint64_t v = 0;
-			for (unsigned i = 0; i < bytes; ++i)
-				v |= std::uint64_t(image[offset + i]) << (8 * i);
-			return v;
-		};
+		const std::uint64_t nr = cache.nr_slots();
+		auto le = [&](std::uint64_t offset, unsigned bytes) { return cache.le(offset, bytes); };
 		const std::uint64_t record = le(WB_SB_RECORD_OFFSET, 8);
 		const bool trust_record = le(8 * 512, 4) == 0x72544257;
 		const bool torn_rule = torn_rewrites.value_or(!trust_record);
 		std::uint64_t max_id = 0;
 		for (std::uint64_t slot = 0; slot < nr; ++slot) {
-			const std::uint64_t id = le(superblock_size + slot * segment_size, 8);
+			const std::uint64_t id = le(cache.slot_base(slot), 8);
 			max_id = std::max(max_id, id);
 			// Every segment must sit in the slot of its id: (id - 1) mod nr.
 			if (id != 0 && (id - 1) % nr != slot)
@@ -182,18 +232,14 @@ public:
 		}
 		if (max_id == 0)
 			return;
-		struct Applied {
-			std::uint64_t slot, id;
-			unsigned length;
-		};
-		std::vector<Applied> log;
-		std::uint64_t rewritten = 0; // the id of a torn rewrite the walk skipped
-		std::uint64_t previous = 0;  // the id met before in the walk, 0: none yet
+		std::vector<std::pair<std::uint64_t, std::uint64_t>> log; // (slot, id) the replay applies
+		std::uint64_t rewritten = 0;                              // the id of a torn rewrite the walk skipped
+		std::uint64_t previous = 0;                               // the id met before in the walk, 0: none yet
 		for (std::uint64_t step = 0; step < nr; ++step) {
 			// The slot after max_id's, as the kernel finds it: (max_id mod nr) + step,
 			// never max_id + step, which wraps past 2^64 - 1.
 			const std::uint64_t slot = (max_id % nr + step) % nr;
-			const std::uint64_t base = superblock_size + slot * segment_size;
+			const std::uint64_t base = cache.slot_base(slot);
 			const std::uint64_t id = le(base, 8);
 			if (id == 0)
 				continue;
@@ -206,7 +252,7 @@ public:
 					  crc32c(std::span(image).subspan(base + 512, block_size * (length + 1) - 512)) ==
 						  std::uint32_t(le(base + 8, 4));
 			if (good) {
-				log.push_back({slot, id, length});
+				log.emplace_back(slot, id);
 				continue;
 			}
 			// A torn rewrite: in the first 8 steps but the last, of a log
@@ -225,34 +271,10 @@ public:
 		// A torn rewrite proves its id flushed and written back, even with
 		// nothing applied after it.
 		rewritten_ = rewritten;
-		last_flushed_id_ = std::max(log.empty() ? 0 : log.back().id, rewritten);
+		last_flushed_id_ = std::max(log.empty() ? 0 : log.back().second, rewritten);
 		const std::uint64_t inferred = last_flushed_id_ > nr ? last_flushed_id_ - nr : 0;
 		last_writeback_id_ = std::max({inferred, std::min(record, last_flushed_id_), rewritten});
-
-		struct Owner {
-			std::uint64_t id;
-			bool dirty;
-			std::uint64_t offset;
-		};
-		std::map<std::uint64_t, Owner> newest;
-		for (const Applied& seg : log) {
-			const std::uint64_t base = superblock_size + seg.slot * segment_size;
-			for (unsigned i = 0; i < seg.length; ++i) {
-				const std::uint64_t sector = le(base + 512 + 16 * i, 8);
-				const unsigned bits = unsigned(le(base + 512 + 16 * i + 8, 1));
-				for (unsigned j = 0; j < block_sectors; ++j) {
-					if (bits && !((bits >> j) & 1u))
-						continue; // a partial entry leaves this sector to older ones
-					if (sector + j < sector)
-						break; // past 2^64 - 1: no such sector
-					newest[sector + j] = {seg.id, bits != 0,
-							      base + block_size * (i + 1ULL) + sector_size * j};
-				}
-			}
-		}
-		for (const auto& [sector, owner] : newest)
-			if (owner.dirty && owner.id > last_writeback_id_)
-				writes_.emplace(sector, owner.offset);
+		writes_ = newest_dirty_copies(cache, log, last_writeback_id_);
 	}
 
 	std::uint64_t last_flushed_id() const { return last_flushed_id_; }
@@ -288,20 +310,16 @@ class SalvageRuleModel {
 public:
 	SalvageRuleModel(const std::vector<std::byte>& image, std::uint64_t rewritten_id)
 	{
-		if (image.size() < superblock_size + segment_size)
+		const RawCache cache{image};
+		if (!cache.holds_a_slot())
 			return;
-		const std::uint64_t nr = (image.size() - superblock_size) / segment_size;
-		auto le = [&](std::uint64_t offset, unsigned bytes) {
-			std::uint64_t v = 0;
-			for (unsigned i = 0; i < bytes; ++i)
-				v |= std::uint64_t(image[offset + i]) << (8 * i);
-			return v;
-		};
+		const std::uint64_t nr = cache.nr_slots();
+		auto le = [&](std::uint64_t offset, unsigned bytes) { return cache.le(offset, bytes); };
 		const std::uint64_t record = le(WB_SB_RECORD_OFFSET, 8);
 		std::map<std::uint64_t, std::uint64_t> usable; // id -> slot
 		std::uint64_t max_id = 0;
 		for (std::uint64_t slot = 0; slot < nr; ++slot) {
-			const std::uint64_t base = superblock_size + slot * segment_size;
+			const std::uint64_t base = cache.slot_base(slot);
 			const std::uint64_t id = le(base, 8);
 			max_id = std::max(max_id, id);
 			const unsigned length = unsigned(le(base + 12, 1));
@@ -318,30 +336,10 @@ public:
 		const std::uint64_t by_record = record != 0 && record > max_id ? 0 : std::min(record, newest);
 		last_writeback_id_ = std::max({lap, by_record, rewritten_id});
 
-		struct Owner {
-			std::uint64_t id;
-			bool dirty;
-			std::uint64_t offset;
-		};
-		std::map<std::uint64_t, Owner> owners;
-		for (const auto& [id, slot] : usable) {
-			const std::uint64_t base = superblock_size + slot * segment_size;
-			const unsigned length = unsigned(le(base + 12, 1));
-			for (unsigned i = 0; i < length; ++i) {
-				const std::uint64_t sector = le(base + 512 + 16 * i, 8);
-				const unsigned bits = unsigned(le(base + 512 + 16 * i + 8, 1));
-				for (unsigned j = 0; j < block_sectors; ++j) {
-					if (bits && !((bits >> j) & 1u))
-						continue;
-					if (sector + j < sector)
-						break;
-					owners[sector + j] = {id, bits != 0, base + block_size * (i + 1ULL) + sector_size * j};
-				}
-			}
-		}
-		for (const auto& [sector, owner] : owners)
-			if (owner.dirty && owner.id > last_writeback_id_)
-				writes_.emplace(sector, owner.offset);
+		std::vector<std::pair<std::uint64_t, std::uint64_t>> applied; // oldest id first
+		for (const auto& [id, slot] : usable)
+			applied.emplace_back(slot, id);
+		writes_ = newest_dirty_copies(cache, applied, last_writeback_id_);
 	}
 
 	// False when the rules leave the result open (two usable copies of an id).
