@@ -248,3 +248,12 @@ wb_cache_remove() {
 	*) $DMSETUP remove wb ;;
 	esac
 }
+
+# wb_load_program DISK PATH: the program a scenario's wbkit_guest_program put
+# on DISK, as an executable at PATH.
+wb_load_program() {
+	_wb_size=$(head -c 64 "$1" | tr -d '\000\n ')
+	$DD if="$1" of="$2" bs=4096 skip=1 iflag=count_bytes count="$_wb_size" status=none ||
+		wb_fail "cannot load the program from $1"
+	chmod +x "$2"
+}

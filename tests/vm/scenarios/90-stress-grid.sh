@@ -46,11 +46,7 @@ VM_MEM=$((VM_MEM > 2048 ? VM_MEM : 2048))
 
 work=$(mktemp -d "$VM_WORK/stress.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-gcc -static -O2 -Wall -Wextra -Werror -pthread -o "$work/wbstress" "$VM_DIR/wbstress.c"
-# The program travels on a raw disk of its own: its size, then its bytes.
-vm_image "$work/prog.img" 4M
-stat -c %s "$work/wbstress" | dd of="$work/prog.img" conv=notrunc status=none
-dd if="$work/wbstress" of="$work/prog.img" bs=4096 seek=1 conv=notrunc status=none
+wbkit_guest_program wbstress.c "$work/prog.img"
 vm_image "$work/backing-up.img" 16M
 vm_image "$work/cache-up.img" 6M
 vm_image "$work/backing-wb.img" 16M
@@ -91,9 +87,7 @@ SEED=$seed
 OPS=$ops
 WITH_UPSTREAM=$with_upstream
 FAULTS=$faults
-size=\$(head -c 64 /dev/vde | tr -d '\000\n ')
-\$DD if=/dev/vde of=/tmp/wbstress bs=4096 skip=1 iflag=count_bytes count=\$size status=none
-chmod +x /tmp/wbstress
+wb_load_program /dev/vde /tmp/wbstress
 tr -d '\000' </dev/vdf >/tmp/grid
 [ "\$WITH_UPSTREAM" = 1 ] && wb_load_target upstream
 wb_load_target wbkit target_name=wbkit

@@ -22,11 +22,7 @@ VM_SMP=4
 
 work=$(mktemp -d "$VM_WORK/hammer.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-gcc -static -O2 -Wall -Wextra -Werror -pthread -o "$work/wbhammer" "$VM_DIR/wbhammer.c"
-# The program travels on a raw disk of its own: its size, then its bytes.
-vm_image "$work/prog.img" 4M
-stat -c %s "$work/wbhammer" | dd of="$work/prog.img" conv=notrunc status=none
-dd if="$work/wbhammer" of="$work/prog.img" bs=4096 seek=1 conv=notrunc status=none
+wbkit_guest_program wbhammer.c "$work/prog.img"
 vm_image "$work/backing.img" 64M
 # 1 MiB superblock + 10 segments: the ring wraps and buffers are reused.
 vm_image "$work/cache.img" 6M
@@ -34,9 +30,7 @@ vm_image "$work/cache.img" 6M
 rc=0
 vm_run - "$work/backing.img" "$work/cache.img" "$work/prog.img" <<GUEST || rc=$?
 . /lib/wbguest.sh
-size=\$(head -c 64 /dev/vdc | tr -d '\000\n ')
-\$DD if=/dev/vdc of=/tmp/wbhammer bs=4096 skip=1 iflag=count_bytes count=\$size status=none
-chmod +x /tmp/wbhammer
+wb_load_program /dev/vdc /tmp/wbhammer
 wb_load_target wbkit
 backing_sectors=\$(wb_sectors /dev/vda)
 cache_sectors=\$(wb_sectors /dev/vdb)
