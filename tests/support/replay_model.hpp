@@ -160,6 +160,16 @@ struct RawCache {
 			v |= std::uint64_t(image[offset + i]) << (8 * i);
 		return v;
 	}
+	// The slot's length fits and its checksum (over the header past its
+	// first sector and the data blocks) holds.
+	bool segment_good(std::uint64_t slot) const
+	{
+		const std::uint64_t base = slot_base(slot);
+		const unsigned length = unsigned(le(base + 12, 1));
+		return length <= blocks_per_segment &&
+		       crc32c(std::span(image).subspan(base + 512, block_size * (length + 1) - 512)) ==
+			       std::uint32_t(le(base + 8, 4));
+	}
 };
 
 // FORMAT.md's newest-wins rule over the segments a replay applies, oldest
@@ -247,11 +257,7 @@ public:
 			if (previous != 0 && id <= previous)
 				refused_ = true;
 			previous = id;
-			const unsigned length = unsigned(le(base + 12, 1));
-			const bool good = length <= blocks_per_segment &&
-					  crc32c(std::span(image).subspan(base + 512, block_size * (length + 1) - 512)) ==
-						  std::uint32_t(le(base + 8, 4));
-			if (good) {
+			if (cache.segment_good(slot)) {
 				log.emplace_back(slot, id);
 				continue;
 			}
@@ -322,10 +328,7 @@ public:
 			const std::uint64_t base = cache.slot_base(slot);
 			const std::uint64_t id = le(base, 8);
 			max_id = std::max(max_id, id);
-			const unsigned length = unsigned(le(base + 12, 1));
-			if (id == 0 || length > blocks_per_segment ||
-			    crc32c(std::span(image).subspan(base + 512, block_size * (length + 1) - 512)) !=
-				    std::uint32_t(le(base + 8, 4)))
+			if (id == 0 || !cache.segment_good(slot))
 				continue;
 			if (!usable.emplace(id, slot).second)
 				return; // two copies of one id
