@@ -225,12 +225,14 @@ wd_pid=
 if [ -n "\$wd" ] && [ -w /proc/sysrq-trigger ]; then
 	(
 		while [ "\$(date +%s)" -lt "\$wd" ]; do sleep 1; done
-		echo "wbwatchdog: the script still runs close to the time limit: kernel log, then sysrq w (blocked tasks) and t (all tasks)"
+		# Through the kernel log: a console line a process writes can be cut
+		# by a kernel message in its middle (seen in CI), a printk record not.
+		echo "wbwatchdog: the script still runs close to the time limit: kernel log, then sysrq w (blocked tasks) and t (all tasks)" >/dev/kmsg
 		dmesg | sed 's/^/dmesg: /'
 		echo 8 >/proc/sys/kernel/printk
 		echo w >/proc/sysrq-trigger
 		echo t >/proc/sysrq-trigger
-		echo "wbwatchdog: dump done"
+		echo "wbwatchdog: dump done" >/dev/kmsg
 	) &
 	wd_pid=\$!
 fi

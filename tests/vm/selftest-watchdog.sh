@@ -26,7 +26,7 @@ vm_run - "$work/disk.img" <<'GUEST' 2>"$work/vm_run.err" || rc=$?
 . /lib/wbguest.sh
 wb_dm_create hang "0 $(wb_sectors /dev/vda) linear /dev/vda 0"
 $DMSETUP suspend hang || wb_fail "suspend failed"
-echo "selftest: writing to a suspended device, this never returns"
+echo "selftest: writing to a suspended device, this never returns" >/dev/kmsg
 $DD if=/dev/zero of=/dev/mapper/hang bs=4096 count=1 oflag=direct
 wb_report not_hung yes
 GUEST
