@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The kernel interfaces that differ between the kernels this module is
- * built for by DKMS: Debian bookworm's 6.1, and the 6.12 of trixie and
- * bookworm-backports. Kbuild looks for each in the kernel's headers (a
- * feature test, not a version number: it holds for backports too) and
- * defines WB_HAVE_*. Everything else the module uses is the same in both.
+ * built for and tested on (make test-kernels, kmod/README.md's table):
+ * Debian bookworm's 6.1, bookworm-backports' 6.12, trixie-backports' 7.3
+ * and sid's 7.2. Kbuild looks for each in the kernel's headers (a feature
+ * test, not a version number: it holds for backports too) and defines
+ * WB_HAVE_*. Everything else the module uses is the same in all of them
+ * (7.x's new dm_io() argument does not touch it: it does not call dm_io();
+ * crc32c() keeps its header when it moves from libcrc32c into lib/crc).
  */
 #ifndef DM_WBKIT_COMPAT_H
 #define DM_WBKIT_COMPAT_H

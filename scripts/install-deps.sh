@@ -25,6 +25,9 @@ VM_PACKAGES=(
 	nbdkit nbdkit-plugin-dev
 	# make-bcache for the guest: bcache in tests/crash/peers.sh and bench/vm-peers.sh.
 	bcache-tools
+	# Other Debian kernels come in debootstrap chroots (scripts/kernel-chroot.sh:
+	# make test-kernel-build, make test-kernels); their modules are .ko.xz.
+	debootstrap xz-utils
 )
 
 want=("${BUILD_PACKAGES[@]}")

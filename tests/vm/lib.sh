@@ -45,6 +45,10 @@ VM_WBKIT_KO=${VM_WBKIT_KO:-$WBKIT_ROOT/kmod/dm-wbkit.ko}
 # Loaded by /init in this order: crc32c must exist before libcrc32c, and the
 # dm core modules before an out-of-tree target is insmod'ed.
 VM_BOOT_MODULES=(virtio_pci virtio_blk crc32c_generic dm-mod dm-bufio libcrc32c dm-flakey dm-log-writes dm-delay)
+# Boot modules newer kernels no longer have: since 6.14 crc32c is in the
+# core library (lib/crc, built in), and crc32c_generic and libcrc32c are
+# gone. A kernel that neither has one of these nor builds it in boots without it.
+VM_BOOT_MODULES_GONE_LATER=(crc32c_generic libcrc32c)
 # In the initramfs but not loaded at boot: a guest script that needs one
 # runs `modprobe` (the ext4 workload of tests/crash/record-ext4.sh; the
 # kernel's own caches that tests/crash/peers.sh and bench/vm-peers.sh compare
@@ -122,10 +126,23 @@ _vm_guest_tool_files() {
 	return 0
 }
 
+# The VM_BOOT_MODULES this kernel has (as modules or built in).
+_vm_boot_modules() {
+	local m gone
+	for m in "${VM_BOOT_MODULES[@]}"; do
+		for gone in "${VM_BOOT_MODULES_GONE_LATER[@]}"; do
+			if [ "$m" = "$gone" ] && ! modprobe ${VM_MODROOT:+-d "$VM_MODROOT"} -S "$VM_KVER" -D "$m" >/dev/null 2>&1; then
+				continue 2
+			fi
+		done
+		echo "$m"
+	done
+}
+
 _vm_module_files() {
 	local m
 	{
-		for m in "${VM_BOOT_MODULES[@]}"; do
+		for m in $(_vm_boot_modules); do
 			# Built-in modules print "builtin <name>": nothing to copy.
 			modprobe ${VM_MODROOT:+-d "$VM_MODROOT"} -S "$VM_KVER" -D "$m" | awk '$1 == "insmod" { print $2 }'
 		done
@@ -196,7 +213,7 @@ load_module() {
 	case "\$builtin" in *" \$2 "*) return 0 ;; esac
 	modprobe \$1 || { echo "WB: init_error=modprobe_\$1"; init_failed=1; }
 }
-$(for m in "${VM_BOOT_MODULES[@]}"; do echo "load_module $m ${m//-/_}"; done)
+$(for m in $(_vm_boot_modules); do echo "load_module $m ${m//-/_}"; done)
 want=\$(sed -n 's/.*wb\.disks=\([0-9]*\).*/\1/p' /proc/cmdline)
 tries=0
 while [ "\$(ls /sys/block | grep -c '^vd')" -lt "\${want:-1}" ] && [ \$tries -lt 200 ]; do
