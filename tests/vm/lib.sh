@@ -430,6 +430,16 @@ vm_run() {
 		done
 		wait "$qpid" || rc=$?
 		[ "$stalled" = 1 ] && [ "$attempt" = 1 ] && continue
+		# A kernel that panics before the guest's init ran loaded nothing
+		# of ours: seen once with sid's 7.2 under TCG on a loaded host (an
+		# int3 oops in enqueue_timer 2 s into the boot, text patching).
+		# Booted once more; the first log is kept beside the second.
+		if [ "$attempt" = 1 ] && ! grep -q 'WB: guest_start=' "$VM_LOG" &&
+			tr -d '\r' <"$VM_LOG" | grep -q 'Kernel panic'; then
+			cp "$VM_LOG" "$VM_LOG.boot1"
+			vm_log "the kernel panicked before the guest's init ($(tr -d '\r' <"$VM_LOG" | grep -a -m 1 -oE '(Oops|BUG:|Kernel panic).*' | cut -c1-100)); booting once more, first log: $VM_LOG.boot1"
+			continue
+		fi
 		break
 	done
 	rm -f "$script_disk"
