@@ -97,8 +97,10 @@ void ProgressReporter::print(bool final)
 		const auto left = std::uint64_t(double(total_ - done_) / rate);
 		eta = fmt::format("{}:{:02}:{:02}", left / 3600, left / 60 % 60, left % 60);
 	}
-	const std::string figures = fmt::format("{:5.1f}% {} / {}, {}/s, ETA {}", fraction * 100, human_bytes(done_),
-						human_bytes(total_), human_bytes(std::uint64_t(rate)), eta);
+	std::string figures = fmt::format("{:5.1f}% {} / {}, {}/s, ETA {}", fraction * 100, human_bytes(done_),
+					  human_bytes(total_), human_bytes(std::uint64_t(rate)), eta);
+	if (!note_.empty())
+		figures += ", " + note_;
 	if (mode_ == Mode::bar) {
 		constexpr int width = 30;
 		const int filled = int(fraction * width);
