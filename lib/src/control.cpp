@@ -299,7 +299,13 @@ std::string DmsetupSystem::run(const std::vector<std::string>& args)
 
 std::string DmsetupSystem::table(const std::string& name) { return run({"table", name}); }
 std::string DmsetupSystem::status(const std::string& name) { return run({"status", name}); }
-void DmsetupSystem::suspend(const std::string& name) { run({"suspend", name}); }
+void DmsetupSystem::suspend(const std::string& name, bool lockfs)
+{
+	if (lockfs)
+		run({"suspend", name});
+	else
+		run({"suspend", "--nolockfs", name});
+}
 void DmsetupSystem::resume(const std::string& name) { run({"resume", name}); }
 void DmsetupSystem::load(const std::string& name, const std::string& line) { run({"load", name, "--table", line}); }
 void DmsetupSystem::clear(const std::string& name) { run({"clear", name}); }
@@ -580,25 +586,32 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 		result.attempts = attempt;
 		const Clock::time_point t0 = system.now();
 		try {
-			system.suspend(name);
+			system.suspend(name, options.lockfs);
 		} catch (const Error& e) {
 			throw Error(std::string(e.what()) + resume_after_failure(system, name, false));
 		}
+		const Clock::time_point suspended = system.now();
 		bool loaded = false;
 		bool clean = false;
 		try {
 			WbStatus status = read_status(system, name);
+			result.dirty_at_suspend = status.nr_dirty_cache_blocks;
 			if (status.nr_dirty_cache_blocks > 0) {
-				say(options, fmt::format("suspended: {} blocks written since the flush, writing them back",
-							 status.nr_dirty_cache_blocks));
+				say(options, fmt::format("suspended in {} ms: {} blocks written since the flush, writing "
+							 "them back",
+							 ms_between(t0, suspended).count(), status.nr_dirty_cache_blocks));
 				clean = write_back_suspended(system, name, t0 + options.max_stall);
 			} else {
 				clean = true;
 			}
 			if (clean) {
+				const Clock::time_point written = system.now();
+				result.suspend_took = ms_between(t0, suspended);
+				result.writeback_took = ms_between(suspended, written);
 				loaded = true;
 				system.load(name, result.new_table);
 				system.resume(name);
+				result.resume_took = ms_between(written, system.now());
 			}
 		} catch (const Error& e) {
 			throw Error(fmt::format("{}: {}; the device keeps its writeboost table", name, e.what()) +
@@ -680,11 +693,13 @@ SwitchResult attach(System& system, const std::string& name, const AttachRequest
 	}
 	const Clock::time_point t0 = system.now();
 	try {
-		system.suspend(name);
+		system.suspend(name, options.lockfs);
 	} catch (const Error& e) {
 		throw Error(fmt::format("{}: {}; nothing changed", name, e.what()) +
 			    resume_after_failure(system, name, true));
 	}
+	const Clock::time_point suspended = system.now();
+	result.suspend_took = ms_between(t0, suspended);
 	try {
 		system.resume(name);
 	} catch (const Error& e) {
@@ -705,6 +720,7 @@ SwitchResult attach(System& system, const std::string& name, const AttachRequest
 			    (trouble.empty() ? std::string("; the linear table is back") : trouble));
 	}
 	result.stall = ms_between(t0, system.now());
+	result.resume_took = ms_between(suspended, system.now());
 	result.stalls.push_back(result.stall);
 	result.attempts = 1;
 	say(options, fmt::format("{} now has the table: {}", name, result.new_table));
@@ -742,6 +758,11 @@ std::string switch_result_json(std::string_view command, std::string_view name, 
 	for (auto s : result.stalls)
 		stalls.push_back(s.count());
 	doc["suspends_ms"] = stalls;
+	doc["parts_ms"] = ojson{{"suspend", result.suspend_took.count()},
+				{"writeback", result.writeback_took.count()},
+				{"load_and_resume", result.resume_took.count()}};
+	if (command == "detach")
+		doc["dirty_blocks_at_suspend"] = result.dirty_at_suspend;
 	if (command == "detach") {
 		doc["flush"] = flush_json(result.flushed);
 		doc["cache_wiped"] = !result.wipe_error.has_value();

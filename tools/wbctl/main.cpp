@@ -56,6 +56,7 @@ struct Options {
 	double max_stall = 2.0;
 	unsigned attempts = 5;
 	bool keep_cache = false;
+	bool lockfs = false;
 	std::string cache;
 	std::vector<std::string> table_options;
 	bool force = false;
@@ -63,7 +64,11 @@ struct Options {
 
 std::string stall_text(const wbkit::SwitchResult& r)
 {
-	std::string text = fmt::format("I/O held {} ms (suspend to resume", r.stall.count());
+	std::string text = fmt::format("I/O held {} ms (suspend to resume: suspend {} ms, ", r.stall.count(),
+				       r.suspend_took.count());
+	if (r.writeback_took.count() || r.dirty_at_suspend)
+		text += fmt::format("write-back of {} blocks {} ms, ", r.dirty_at_suspend, r.writeback_took.count());
+	text += fmt::format("load and resume {} ms", r.resume_took.count());
 	if (r.stalls.size() > 1) {
 		text += fmt::format("; {} suspends:", r.stalls.size());
 		for (auto s : r.stalls)
@@ -138,6 +143,7 @@ wbkit::SwitchOptions switch_options(const Options& o, wbkit::ProgressReporter& r
 	s.attempts = o.attempts;
 	s.max_stall = std::chrono::milliseconds(std::int64_t(o.max_stall * 1000));
 	s.wipe_cache = !o.keep_cache;
+	s.lockfs = o.lockfs;
 	s.say = [&o, &reporter](const std::string& text) {
 		reporter.finish();
 		if (!o.progress.quiet)
@@ -244,6 +250,7 @@ int main(int argc, char** argv)
 	detach->add_flag("--keep-cache", o.keep_cache,
 			 "leave the cache device's old log in place (default: zero its first MiB once it is free; "
 			 "a later attach of the old log would replay stale data)");
+	detach->add_flag("--lockfs", o.lockfs, "freeze a mounted file system for the suspend (default: --nolockfs)");
 	wbkit::add_progress_options(*detach, o.progress);
 
 	auto* attach = app.add_subcommand("attach", "switch a linear mapping of a whole device to a writeboost table");
@@ -258,6 +265,7 @@ int main(int argc, char** argv)
 			 "use a cache device that holds something (a file system, another cache's log): its first "
 			 "MiB is zeroed and the target formats it");
 	attach->add_flag("--json", o.json, "print the result as JSON (schema wbctl/1)");
+	attach->add_flag("--lockfs", o.lockfs, "freeze a mounted file system for the suspend (default: --nolockfs)");
 
 	return wbkit::run_tool("wbctl", app, argc, argv, [&] {
 		if (status->parsed())

@@ -111,8 +111,9 @@ public:
 	// `dmsetup table NAME`, `dmsetup status NAME`: their output. Throw DmsetupError.
 	virtual std::string table(const std::string& name) = 0;
 	virtual std::string status(const std::string& name) = 0;
-	// `dmsetup suspend|resume|clear NAME`, `dmsetup load NAME --table LINE`. Throw DmsetupError.
-	virtual void suspend(const std::string& name) = 0;
+	// `dmsetup suspend [--nolockfs] NAME`, `dmsetup resume|clear NAME`,
+	// `dmsetup load NAME --table LINE`. Throw DmsetupError.
+	virtual void suspend(const std::string& name, bool lockfs) = 0;
 	virtual void resume(const std::string& name) = 0;
 	virtual void load(const std::string& name, const std::string& table_line) = 0;
 	virtual void clear(const std::string& name) = 0;
@@ -138,7 +139,7 @@ public:
 	explicit DmsetupSystem(std::string program = "dmsetup");
 	std::string table(const std::string& name) override;
 	std::string status(const std::string& name) override;
-	void suspend(const std::string& name) override;
+	void suspend(const std::string& name, bool lockfs) override;
 	void resume(const std::string& name) override;
 	void load(const std::string& name, const std::string& table_line) override;
 	void clear(const std::string& name) override;
@@ -236,6 +237,11 @@ struct SwitchOptions {
 	// Detach: wipe the cache device once it is free (default; a cache whose
 	// old log a later attach replayed would write stale data over newer).
 	bool wipe_cache = true;
+	// Freeze a mounted file system for the suspend (dmsetup's default).
+	// Off by default: a table switch keeps every byte the device reads, so
+	// the file system needs no consistent point on disk, and the freeze
+	// (a journal commit and its writes) is most of the stall otherwise.
+	bool lockfs = false;
 	// Lines for a person, as the steps happen.
 	std::function<void(const std::string&)> say;
 };
@@ -243,6 +249,13 @@ struct SwitchOptions {
 struct SwitchResult {
 	std::chrono::milliseconds stall{0};    // suspend to resume of the switch
 	std::vector<std::chrono::milliseconds> stalls; // every suspend, the switch's last
+	// The switch's suspend, in parts: dmsetup suspend (queued I/O drains, the
+	// RAM buffer reaches the cache device), the write-back of what came in
+	// after the flush (detach), load and resume.
+	std::chrono::milliseconds suspend_took{0};
+	std::chrono::milliseconds writeback_took{0};
+	std::chrono::milliseconds resume_took{0};
+	std::uint64_t dirty_at_suspend = 0;
 	std::string old_table;
 	std::string new_table;
 	unsigned attempts = 0;
