@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -560,11 +561,15 @@ bool write_back_suspended(System& system, const std::string& name, Clock::time_p
 		}
 		if (system.now() >= deadline) {
 			message->stop();
-			break;
+			return false;
 		}
 		system.sleep(std::chrono::milliseconds(10));
 	}
-	return read_status(system, name).nr_dirty_cache_blocks == 0;
+	// Both modules' drop_caches returns 0 on a suspended device only when
+	// nothing is left to write back (dm-wbkit: every flushed segment is
+	// written back, and the suspend flushed the open one; upstream: no
+	// dirty block), and fails on a dead target.
+	return true;
 }
 
 } // namespace
@@ -580,22 +585,70 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 	result.old_table = full_line(target.line);
 	result.new_table = linear_table_line(target.line.length, target.table.backing);
 
+	// The linear table is loaded (inactive) before the suspend, so that
+	// the suspend holds I/O for the check and the resume only. A resume
+	// with an inactive table swaps it in: every way back to the old table
+	// clears it first.
+	bool loaded = false;
+	auto load = [&] {
+		system.load(name, result.new_table);
+		loaded = true;
+	};
+	auto unload = [&]() -> std::string {
+		if (!loaded)
+			return {};
+		loaded = false;
+		try {
+			system.clear(name);
+		} catch (const Error& e) {
+			return fmt::format("; clearing the loaded linear table failed: {}: run `dmsetup clear {}` before "
+					   "anything resumes the device",
+					   e.what(), name);
+		}
+		return {};
+	};
+
 	say(options, fmt::format("flushing {} dirty blocks", target.status.nr_dirty_cache_blocks));
-	result.flushed = flush_or_throw(system, name, options.flush);
 	for (unsigned attempt = 1; attempt <= options.attempts; ++attempt) {
 		result.attempts = attempt;
+		try {
+			// Rounds, as a live migration copies: each flush is shorter than
+			// the one before, and so are the writes that come in during it.
+			// The suspend then finds only what the last round let in.
+			std::uint64_t before = std::numeric_limits<std::uint64_t>::max();
+			for (unsigned round = 0; round < options.flush_rounds; ++round) {
+				FlushResult r = flush_or_throw(system, name, options.flush);
+				if (attempt == 1 && round == 0)
+					result.flushed = r;
+				if (r.dirty_left <= options.small_dirty || r.dirty_left >= before)
+					break;
+				before = r.dirty_left;
+				say(options, fmt::format("{} blocks written during the flush: flushing them", r.dirty_left));
+			}
+			if (!loaded)
+				load();
+		} catch (const Error& e) {
+			const std::string trouble = unload();
+			if (dynamic_cast<const InterruptedError*>(&e))
+				throw InterruptedError(e.what() + trouble);
+			throw Error(e.what() + trouble);
+		}
+
 		const Clock::time_point t0 = system.now();
 		try {
 			system.suspend(name, options.lockfs);
 		} catch (const Error& e) {
-			throw Error(std::string(e.what()) + resume_after_failure(system, name, false));
+			const std::string trouble = unload();
+			throw Error(fmt::format("{}: {}; the device keeps its writeboost table", name, e.what()) + trouble +
+				    resume_after_failure(system, name, false));
 		}
 		const Clock::time_point suspended = system.now();
-		bool loaded = false;
 		bool clean = false;
 		try {
-			WbStatus status = read_status(system, name);
+			const WbStatus status = read_status(system, name);
 			result.dirty_at_suspend = status.nr_dirty_cache_blocks;
+			if (status.dead().value_or(false))
+				throw Error("the target died");
 			if (status.nr_dirty_cache_blocks > 0) {
 				say(options, fmt::format("suspended in {} ms: {} blocks written since the flush, writing "
 							 "them back",
@@ -608,25 +661,29 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 				const Clock::time_point written = system.now();
 				result.suspend_took = ms_between(t0, suspended);
 				result.writeback_took = ms_between(suspended, written);
-				loaded = true;
-				system.load(name, result.new_table);
-				system.resume(name);
+				system.resume(name); // swaps the linear table in
+				loaded = false;
 				result.resume_took = ms_between(written, system.now());
 			}
 		} catch (const Error& e) {
-			throw Error(fmt::format("{}: {}; the device keeps its writeboost table", name, e.what()) +
-				    resume_after_failure(system, name, loaded));
+			const std::string trouble = unload();
+			throw Error(fmt::format("{}: {}; the device keeps its writeboost table", name, e.what()) + trouble +
+				    resume_after_failure(system, name, false));
 		}
 		if (clean) {
 			result.stall = ms_between(t0, system.now());
 			result.stalls.push_back(result.stall);
 			break;
 		}
+		// Back to the writeboost table as it was: clear, then resume.
+		std::string trouble = unload();
 		try {
 			system.resume(name);
 		} catch (const Error& e) {
-			throw Error(std::string(e.what()) + resume_after_failure(system, name, false));
+			throw Error(std::string(e.what()) + trouble + resume_after_failure(system, name, false));
 		}
+		if (!trouble.empty())
+			throw Error(name + ": resumed with its writeboost table" + trouble);
 		result.stalls.push_back(ms_between(t0, system.now()));
 		if (attempt == options.attempts)
 			throw Error(fmt::format("{}: still dirty after {} suspends (writes come in faster than the "
@@ -635,7 +692,6 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 						name, attempt));
 		say(options, fmt::format("dirty blocks left after {} ms suspended: resumed, flushing again",
 					 result.stalls.back().count()));
-		flush_or_throw(system, name, options.flush);
 	}
 
 	// The old instance is gone with its table: the cache device is free.

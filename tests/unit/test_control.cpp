@@ -4,6 +4,7 @@
 // and records every call, with its failures switched on one at a time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <fmt/format.h>
@@ -201,6 +202,7 @@ SwitchOptions quick()
 {
 	SwitchOptions o;
 	o.flush.poll_interval = 100ms;
+	o.flush_rounds = 1;
 	return o;
 }
 
@@ -411,9 +413,9 @@ TEST(ControlDetach, CleanAfterTheFlush)
 	EXPECT_TRUE(sys.called("wipe 254:16"));
 	EXPECT_FALSE(r.wipe_error);
 	EXPECT_FALSE(sys.suspended_with_lockfs); // --nolockfs unless asked
-	// Suspend, check, load, resume, and only then the wipe.
+	// Load (inactive), suspend, check, resume (the swap), and only then the wipe.
 	std::vector<std::string> tail(sys.calls.end() - 5, sys.calls.end());
-	EXPECT_EQ(tail, (std::vector<std::string>{"suspend wb", "status wb", "load wb 0 2097152 linear 254:0 0",
+	EXPECT_EQ(tail, (std::vector<std::string>{"load wb 0 2097152 linear 254:0 0", "suspend wb", "status wb",
 						 "resume wb", "wipe 254:16"}));
 }
 
@@ -463,6 +465,12 @@ TEST(ControlDetach, TooSlowWhileSuspendedResumesAndFlushesAgain)
 	EXPECT_GE(r.stalls[0], 500ms);
 	EXPECT_EQ(sys.messages_stopped, 1);
 	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
+	// The way back to the writeboost table cleared the loaded linear one
+	// before it resumed (a resume would have swapped it in).
+	auto first_suspend = std::find(sys.calls.begin(), sys.calls.end(), "suspend wb");
+	auto clear = std::find(first_suspend, sys.calls.end(), "clear wb");
+	auto resume = std::find(first_suspend, sys.calls.end(), "resume wb");
+	EXPECT_LT(clear, resume);
 }
 
 TEST(ControlDetach, AttemptsRunOutLeavesTheDeviceAsItWas)
@@ -483,19 +491,59 @@ TEST(ControlDetach, AttemptsRunOutLeavesTheDeviceAsItWas)
 	EXPECT_THROW(detach(sys, "wb", o), Error);
 	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
 	EXPECT_FALSE(sys.suspended);
-	EXPECT_FALSE(sys.called("load"));
+	EXPECT_FALSE(sys.inactive);
 	EXPECT_FALSE(sys.called("wipe"));
 }
 
-TEST(ControlDetach, LoadFailsClearsAndResumes)
+TEST(ControlDetach, LoadFailsBeforeAnySuspend)
 {
 	FakeSystem sys;
 	sys.fail_load = true;
 	EXPECT_THROW(detach(sys, "wb", quick()), Error);
 	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
-	EXPECT_FALSE(sys.suspended);
-	EXPECT_TRUE(sys.called("clear wb"));
+	EXPECT_FALSE(sys.called("suspend"));
 	EXPECT_FALSE(sys.called("wipe"));
+}
+
+TEST(ControlDetach, DeadWhileSuspendedClearsAndResumes)
+{
+	FakeSystem sys;
+	sys.wb.wbkit = true;
+	int statuses = 0;
+	sys.on_status = [&](WbState&) { ++statuses; };
+	// The status read while suspended (no on_status then) says dead.
+	sys.messages = {{1, 0}};
+	sys.on_message_done = [](WbState& s) {
+		s.dirty = 0;
+		s.dead = true;
+	};
+	EXPECT_THROW(detach(sys, "wb", quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+}
+
+TEST(ControlDetach, FlushRoundsUntilLittleIsLeft)
+{
+	FakeSystem sys;
+	// Each flush leaves what was written during it: fewer each round.
+	std::deque<std::uint64_t> left{400, 100, 20};
+	sys.on_message_done = [&](WbState& s) {
+		s.last_writeback_id = s.current_id;
+		s.current_id += 1;
+		s.dirty = left.empty() ? 0 : left.front();
+		if (!left.empty())
+			left.pop_front();
+	};
+	SwitchOptions o = quick();
+	o.flush_rounds = 4;
+	const SwitchResult r = detach(sys, "wb", o);
+	int flushes = 0;
+	for (const std::string& c : sys.calls)
+		flushes += c == "fsync wb";
+	EXPECT_EQ(flushes, 3); // 500 -> 400 -> 100 -> 20, small enough
+	EXPECT_EQ(r.dirty_at_suspend, 20u);
+	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
 }
 
 TEST(ControlDetach, SuspendFailsResumes)

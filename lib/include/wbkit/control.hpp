@@ -234,6 +234,11 @@ struct SwitchOptions {
 	// back in place when the write-back takes less than this; otherwise the
 	// device is resumed and flushed again.
 	std::chrono::milliseconds max_stall{2000};
+	// Detach: flush again while the last flush left more than small_dirty
+	// blocks (written during it) and fewer than the one before, at most
+	// flush_rounds flushes before each suspend.
+	unsigned flush_rounds = 4;
+	std::uint64_t small_dirty = 32;
 	// Detach: wipe the cache device once it is free (default; a cache whose
 	// old log a later attach replayed would write stale data over newer).
 	bool wipe_cache = true;
@@ -263,8 +268,10 @@ struct SwitchResult {
 	std::optional<std::string> wipe_error; // detach: the cache could not be wiped
 };
 
-// Flush, suspend, write back what came in meanwhile (or resume and flush
-// again), load the linear table, resume. Throws Error (the device left as
+// Flush (in rounds), load the linear table (inactive), suspend, write back
+// what came in meanwhile and resume, which swaps the linear table in; or,
+// when that write-back takes longer than max_stall, clear the linear table,
+// resume and flush again. Throws Error (the device left as
 // it was: resumed, its writeboost table live) when a step fails or the
 // attempts run out; a flush interrupted by options.flush.interrupted throws
 // InterruptedError.
