@@ -413,10 +413,11 @@ TEST(ControlDetach, CleanAfterTheFlush)
 	EXPECT_TRUE(sys.called("wipe 254:16"));
 	EXPECT_FALSE(r.wipe_error);
 	EXPECT_FALSE(sys.suspended_with_lockfs); // --nolockfs unless asked
-	// Load (inactive), suspend, check, resume (the swap), and only then the wipe.
+	// Load (inactive), suspend, the write-back (the check), resume (the
+	// swap), and only then the wipe.
 	std::vector<std::string> tail(sys.calls.end() - 5, sys.calls.end());
-	EXPECT_EQ(tail, (std::vector<std::string>{"load wb 0 2097152 linear 254:0 0", "suspend wb", "status wb",
-						 "resume wb", "wipe 254:16"}));
+	EXPECT_EQ(tail, (std::vector<std::string>{"load wb 0 2097152 linear 254:0 0", "suspend wb",
+						 "drop_caches wb (suspended)", "resume wb", "wipe 254:16"}));
 }
 
 TEST(ControlDetach, WritesAfterTheFlushWrittenBackWhileSuspended)
@@ -505,18 +506,13 @@ TEST(ControlDetach, LoadFailsBeforeAnySuspend)
 	EXPECT_FALSE(sys.called("wipe"));
 }
 
-TEST(ControlDetach, DeadWhileSuspendedClearsAndResumes)
+TEST(ControlDetach, SuspendedWriteBackFailsClearsAndResumes)
 {
 	FakeSystem sys;
 	sys.wb.wbkit = true;
-	int statuses = 0;
-	sys.on_status = [&](WbState&) { ++statuses; };
-	// The status read while suspended (no on_status then) says dead.
-	sys.messages = {{1, 0}};
-	sys.on_message_done = [](WbState& s) {
-		s.dirty = 0;
-		s.dead = true;
-	};
+	// The flush; then the suspended drop_caches fails (-EIO of a target
+	// that died).
+	sys.messages = {{1, 0}, {1, 1}};
 	EXPECT_THROW(detach(sys, "wb", quick()), Error);
 	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
 	EXPECT_FALSE(sys.suspended);
@@ -542,7 +538,6 @@ TEST(ControlDetach, FlushRoundsUntilLittleIsLeft)
 	for (const std::string& c : sys.calls)
 		flushes += c == "fsync wb";
 	EXPECT_EQ(flushes, 3); // 500 -> 400 -> 100 -> 20, small enough
-	EXPECT_EQ(r.dirty_at_suspend, 20u);
 	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
 }
 

@@ -66,8 +66,8 @@ std::string stall_text(const wbkit::SwitchResult& r)
 {
 	std::string text = fmt::format("I/O held {} ms (suspend to resume: suspend {} ms, ", r.stall.count(),
 				       r.suspend_took.count());
-	if (r.writeback_took.count() || r.dirty_at_suspend)
-		text += fmt::format("write-back of {} blocks {} ms, ", r.dirty_at_suspend, r.writeback_took.count());
+	if (!r.new_table.empty() && r.new_table.find(" linear ") != std::string::npos)
+		text += fmt::format("write-back {} ms, ", r.writeback_took.count());
 	text += fmt::format("load and resume {} ms", r.resume_took.count());
 	if (r.stalls.size() > 1) {
 		text += fmt::format("; {} suspends:", r.stalls.size());

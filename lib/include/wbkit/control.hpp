@@ -260,6 +260,8 @@ struct SwitchResult {
 	std::chrono::milliseconds suspend_took{0};
 	std::chrono::milliseconds writeback_took{0};
 	std::chrono::milliseconds resume_took{0};
+	// Detach: the dirty blocks a suspended write-back left at max_stall
+	// (read only then: a write-back that ends is its own check).
 	std::uint64_t dirty_at_suspend = 0;
 	std::string old_table;
 	std::string new_table;

@@ -7,10 +7,16 @@
 # same cache (writeboost again: detach wiped it, so the target formats it)
 # and `wbctl flush`. Then fio stops: no verify error (err=0) and exit 0;
 # a file written and checksummed before detach reads back the same; the
-# device is unmounted and `e2fsck -fn` finds it clean. Each command's
-# stall (suspend to resume, wbctl's own figure) is reported and must stay
-# under a second. Upstream's dm-writeboost first, then dm-wbkit, in one
-# boot; without upstream's module dm-wbkit's part runs alone (PARTIAL).
+# device is remounted and fio's read phase (--verify_only with the state
+# the writer saved) checks every block it wrote; unmounted, `e2fsck -fn`
+# finds it clean. Each command's stall (suspend to resume, wbctl's own
+# figure) is reported and must stay under a second, but for upstream's
+# detach: its writeback thread looks for work once a second
+# (do_writeback_proc sleeps 1000 ms when it has none), so the write-back of
+# what came in after the flush waits up to a second for it while the device
+# is suspended; that one must stay under 2 s. Upstream's dm-writeboost
+# first, then dm-wbkit, in one boot; without upstream's module dm-wbkit's
+# part runs alone (PARTIAL).
 set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
@@ -145,9 +151,11 @@ for t in $tags; do
 	wbkit_expect ${t}_fsck_rc 0 || fail=1
 	for c in detach attach; do
 		ms=$(vm_result ${t}_${c}_stall_ms)
-		echo "$t $c: I/O held ${ms} ms"
-		if ! [ -n "$ms" ] || [ "$ms" -ge 1000 ]; then
-			echo "$t $c: stall '${ms}' ms, not under a second (log: $VM_LOG)"
+		limit=1000
+		[ "$t$c" = updetach ] && limit=2000
+		echo "$t $c: I/O held ${ms} ms (limit $limit ms)"
+		if ! [ -n "$ms" ] || [ "$ms" -ge $limit ]; then
+			echo "$t $c: stall '${ms}' ms, not under $limit ms (log: $VM_LOG)"
 			fail=1
 		fi
 	done
