@@ -106,8 +106,13 @@ std::string resume_after_failure(System& system, const std::string& name, bool c
 }
 
 constexpr const char* known_table_keys[] = {
-	"writeback_threshold", "nr_max_batched_writeback", "update_sb_record_interval", "sync_data_interval",
-	"read_cache_threshold", "nr_read_cache_cells", "write_around_mode",
+	"writeback_threshold",
+	"nr_max_batched_writeback",
+	"update_sb_record_interval",
+	"sync_data_interval",
+	"read_cache_threshold",
+	"nr_read_cache_cells",
+	"write_around_mode",
 };
 
 } // namespace
@@ -789,7 +794,7 @@ using ojson = nlohmann::ordered_json;
 
 ojson flush_json(const FlushResult& r)
 {
-	const char* end = r.end == FlushResult::End::done ? "done"
+	const char* end = r.end == FlushResult::End::done          ? "done"
 			  : r.end == FlushResult::End::interrupted ? "interrupted"
 								   : "timed_out";
 	return ojson{{"end", end},

@@ -71,7 +71,7 @@ public:
 	// Switched on by a test:
 	bool fail_suspend = false;
 	bool fail_load = false;
-	int fail_resumes = 0;     // the next N resumes fail
+	int fail_resumes = 0;                 // the next N resumes fail
 	bool resume_swaps_on_failure = false; // dm swapped before the preresume failed
 	bool fail_wipe = false;
 	std::uint64_t backing_sectors = 2097152;
@@ -417,7 +417,7 @@ TEST(ControlDetach, CleanAfterTheFlush)
 	// swap), and only then the wipe.
 	std::vector<std::string> tail(sys.calls.end() - 5, sys.calls.end());
 	EXPECT_EQ(tail, (std::vector<std::string>{"load wb 0 2097152 linear 254:0 0", "suspend wb",
-						 "drop_caches wb (suspended)", "resume wb", "wipe 254:16"}));
+						  "drop_caches wb (suspended)", "resume wb", "wipe 254:16"}));
 }
 
 TEST(ControlDetach, WritesAfterTheFlushWrittenBackWhileSuspended)

@@ -74,9 +74,9 @@ std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<c
 // the 4 KiB at 64 KiB of the device.
 struct CacheContent {
 	enum class Kind {
-		blank,     // sector 0 zero, no known signature: the target formats it
+		blank,      // sector 0 zero, no known signature: the target formats it
 		writeboost, // the magic WBst: the target replays its log
-		foreign,   // a known signature or unknown data in sector 0
+		foreign,    // a known signature or unknown data in sector 0
 	};
 	Kind kind = Kind::blank;
 	std::string what; // foreign: "an ext2/3/4 file system", ...; writeboost: "a writeboost cache"
@@ -207,7 +207,9 @@ struct FlushOptions {
 };
 
 struct FlushResult {
-	enum class End { done, interrupted, timed_out };
+	enum class End { done,
+			 interrupted,
+			 timed_out };
 	End end = End::done;
 	std::uint64_t start_dirty = 0;
 	std::uint64_t dirty_left = 0; // at the end (new writes may have made more)
@@ -252,7 +254,7 @@ struct SwitchOptions {
 };
 
 struct SwitchResult {
-	std::chrono::milliseconds stall{0};    // suspend to resume of the switch
+	std::chrono::milliseconds stall{0};            // suspend to resume of the switch
 	std::vector<std::chrono::milliseconds> stalls; // every suspend, the switch's last
 	// The switch's suspend, in parts: dmsetup suspend (queued I/O drains, the
 	// RAM buffer reaches the cache device), the write-back of what came in
@@ -266,7 +268,7 @@ struct SwitchResult {
 	std::string old_table;
 	std::string new_table;
 	unsigned attempts = 0;
-	FlushResult flushed; // the first flush (detach)
+	FlushResult flushed;                   // the first flush (detach)
 	std::optional<std::string> wipe_error; // detach: the cache could not be wiped
 };
 

@@ -102,11 +102,14 @@ run_module() {
 	kill -INT $fio_pid
 	fio_rc=0
 	wait $fio_pid || fio_rc=$?
-	sed "s/^/$tag fio: /" /tmp/fio.$tag | grep -E "err=|verify|error|signal|WRITE:|READ:" | head -n 20
+	sed "s/^/$tag fio: /" /tmp/fio.$tag
 	if [ "$fio_rc" = 128 ] && grep -q "terminating on signal" /tmp/fio.$tag; then
 		fio_rc=0
 	fi
 	wb_report "${tag}_fio_rc" "$fio_rc"
+	# The workload's own view of the stalls: its longest write and fsync
+	# over the whole run (detach, attach and flush among it).
+	wb_report "${tag}_fio_max" "$(grep -E '^ +(read|write|clat|sync)' /tmp/fio.$tag | grep -E '^ +(read|write):|max=' | sed 's/^ *//; s/,.*max=/ max=/; s/,.*//' | tr '\n' ' ')"
 	wb_report "${tag}_fio_err" "$(sed -n 's/.*err= *\([0-9-]*\).*/\1/p' /tmp/fio.$tag | head -n 1)"
 	[ "$($SHA256SUM </mnt/static)" = "$sum" ] || wb_fail "$tag: the static file changed"
 	wb_report "${tag}_static" ok
@@ -133,7 +136,7 @@ if wb_has_upstream; then
 	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
 fi
 run_module wbkit wk /dev/vdc /dev/vdd
-wb_report done 1
+wb_report finished 1
 GUEST
 [ "$rc" = 0 ] || { echo "guest failed (rc $rc): $(vm_result fail) (log: $VM_LOG)"; exit 1; }
 [ -z "$(vm_result skip)" ] || { echo "$(vm_result skip)"; exit 77; }
@@ -160,6 +163,7 @@ for t in $tags; do
 		fi
 	done
 	echo "$t flush: $(vm_result ${t}_dirty_before_flush) dirty blocks before it"
+	echo "$t fio, the longest over the run: $(vm_result ${t}_fio_max)"
 done
-wbkit_expect done 1 || fail=1
+wbkit_expect finished 1 || fail=1
 exit $fail
