@@ -335,7 +335,9 @@ std::uint64_t DmsetupSystem::device_sectors(const std::string& devno)
 {
 	parse_devno(devno);
 	const std::string path = "/sys/dev/block/" + devno + "/size";
-	auto sectors = decimal(words_of(read_sysfs(path)).empty() ? "" : words_of(read_sysfs(path)).front());
+	const std::string text = read_sysfs(path);
+	const auto words = words_of(text);
+	auto sectors = words.empty() ? std::nullopt : decimal(words.front());
 	if (!sectors)
 		throw Error(fmt::format("{}: not a number of sectors", path));
 	return *sectors;
@@ -385,8 +387,9 @@ CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::
 		if (other == check.devno)
 			throw RefusedError(fmt::format("{} ({}) is the backing device or the device itself", path,
 						       check.devno));
-	// Exclusive: refused while mounted, held by a target or another O_EXCL opener.
-	auto device = open_device(path, {.writable = true, .direct = true, .exclusive = true});
+	// Exclusive: refused while mounted, held by a target or another O_EXCL
+	// opener. Read-only until --force has to wipe it.
+	auto device = open_device(path, {.writable = false, .direct = true, .exclusive = true});
 	check.bytes = device->size_bytes();
 	const std::uint64_t least = superblock_size + segment_size;
 	if (check.bytes < least)
@@ -406,6 +409,8 @@ CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::
 					       path, check.content.what));
 	check.overridden = fmt::format("{} held {}: --force zeroed its first MiB, the target formats it", path,
 				       check.content.what);
+	device.reset();
+	device = open_device(path, {.writable = true, .direct = true, .exclusive = true});
 	AlignedBuffer zeros(1 << 20);
 	device->write_exact(0, zeros.span());
 	device->flush_or_throw();

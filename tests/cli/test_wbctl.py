@@ -7,6 +7,7 @@ and run on both kernels in VM scenario 95."""
 import json
 import os
 import pathlib
+import shutil
 import signal
 import stat
 import subprocess
@@ -16,7 +17,7 @@ import time
 import jsonschema
 import pytest
 
-from conftest import ROOT, DAMAGE, OK, OPERATIONAL, REFUSED, USAGE, run, tool_path
+from conftest import ROOT, DAMAGE, OK, OPERATIONAL, REFUSED, USAGE, cannot_run, run, sha256, tool_path
 
 FAKE = textwrap.dedent("""\
     #!/usr/bin/python3
@@ -234,3 +235,81 @@ def test_attach_option_errors_are_usage_errors(fake):
     done = fake.run("attach", "wb", "--cache", "/dev/null", "-o", "no_such_key=1")
     assert done.returncode == USAGE
     assert done.stderr.startswith("wbctl: error: ")
+
+
+# attach's check of the cache device, on real block devices: loop devices
+# over files (the device-mapper device itself is the stand-in's).
+@pytest.fixture
+def loops():
+    if shutil.which("losetup") is None:
+        cannot_run("losetup is not installed: wbctl attach's cache checks need loop devices")
+    made = []
+
+    def attach(path):
+        result = subprocess.run(["losetup", "--find", "--show", str(path)], capture_output=True, text=True)
+        if result.returncode != 0:
+            cannot_run(f"loop devices are not available here: {result.stderr.strip()}")
+        made.append(result.stdout.strip())
+        return made[-1]
+
+    yield attach
+    for loop in reversed(made):
+        subprocess.run(["losetup", "-d", loop], capture_output=True)
+
+
+def devno(path):
+    rdev = os.stat(path).st_rdev
+    return f"{os.major(rdev)}:{os.minor(rdev)}"
+
+
+@pytest.fixture
+def linear(fake, loops, tmp_path):
+    """The stand-in's device as a linear mapping of a whole loop device."""
+    backing = tmp_path / "backing.img"
+    backing.write_bytes(bytes(8 << 20))
+    loop = loops(backing)
+    fake.put("live", f"0 {(8 << 20) // 512} linear {devno(loop)} 0\n")
+    return loop
+
+
+def cache_image(tmp_path, head=b""):
+    path = tmp_path / "cache.img"
+    path.write_bytes(head + bytes((4 << 20) - len(head)))
+    return path
+
+
+def test_attach_a_blank_cache(fake, linear, loops, tmp_path):
+    cache = loops(cache_image(tmp_path))
+    done = fake.run("attach", "wb", "--cache", cache, "-o", "writeback_threshold=70", "--json")
+    assert done.returncode == OK, done.stderr
+    live = fake.get("live").split()
+    assert live[2:6] == ["writeboost", devno(linear), cache, "2"], live
+    doc = json.loads(done.stdout)
+    validate(doc)
+    assert doc["cache"]["forced"] is False and doc["cache"]["devno"] == devno(cache)
+    assert "suspend --nolockfs wb" in fake.calls()
+
+
+def test_attach_refuses_a_file_system_and_force_wipes_it(fake, linear, loops, tmp_path):
+    ext4 = bytearray(4096)
+    ext4[1080:1082] = b"\x53\xef"
+    image = cache_image(tmp_path, bytes(ext4) + b"\x01" * 4096)
+    cache = loops(image)
+    before = sha256(image)
+    done = fake.run("attach", "wb", "--cache", cache)
+    assert done.returncode == REFUSED, done.stderr
+    assert "ext2/3/4" in done.stderr
+    assert sha256(image) == before
+    assert not any(c.startswith(("load", "suspend")) for c in fake.calls())
+
+    done = fake.run("attach", "wb", "--cache", cache, "--force")
+    assert done.returncode == OK, done.stderr
+    assert "--force zeroed" in done.stderr
+    assert image.read_bytes()[: 1 << 20] == bytes(1 << 20)
+    assert fake.get("live").split()[2] == "writeboost"
+
+
+def test_attach_refuses_the_backing_device_as_cache(fake, linear):
+    done = fake.run("attach", "wb", "--cache", linear)
+    assert done.returncode == REFUSED, done.stderr
+    assert fake.get("live").split()[2] == "linear"
