@@ -42,7 +42,8 @@ void ProgressReporter::update(std::string_view phase, std::uint64_t done, std::u
 	if (mode_ == Mode::none && machine_fd_ < 0)
 		return;
 	const auto now = std::chrono::steady_clock::now();
-	if (phase != phase_) {
+	// A new phase, or the same one again after finish() (wbctl's flush rounds).
+	if (phase != phase_ || !open_) {
 		finish();
 		phase_ = phase;
 		phase_start_ = now;
