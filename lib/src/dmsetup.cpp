@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <csignal>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -56,6 +57,30 @@ private:
 	posix_spawn_file_actions_t actions_;
 };
 
+// A process group of the child's own, when asked.
+class SpawnAttributes {
+public:
+	explicit SpawnAttributes(bool own_process_group) : used_(own_process_group)
+	{
+		::posix_spawnattr_init(&attributes_);
+		if (used_) {
+			::posix_spawnattr_setpgroup(&attributes_, 0);
+			::posix_spawnattr_setflags(&attributes_, POSIX_SPAWN_SETPGROUP);
+		}
+	}
+	~SpawnAttributes() { ::posix_spawnattr_destroy(&attributes_); }
+	posix_spawnattr_t* get() { return used_ ? &attributes_ : nullptr; }
+
+private:
+	bool used_;
+	posix_spawnattr_t attributes_;
+};
+
+int wait_status(int wstatus)
+{
+	return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+}
+
 bool executable_file(const std::string& path)
 {
 	struct stat st {};
@@ -86,11 +111,12 @@ std::string said(const std::string& err)
 
 } // namespace
 
-ProgramOutput run_program(const std::vector<std::string>& argv)
+ProgramOutput run_program(const std::vector<std::string>& argv, bool own_process_group)
 {
 	if (argv.empty())
 		throw Error("run_program: no program");
 	Pipe out, err;
+	SpawnAttributes attributes(own_process_group);
 	SpawnActions actions;
 	::posix_spawn_file_actions_addopen(actions.get(), 0, "/dev/null", O_RDONLY, 0);
 	::posix_spawn_file_actions_adddup2(actions.get(), out.fd[1], 1);
@@ -100,7 +126,7 @@ ProgramOutput run_program(const std::vector<std::string>& argv)
 		args.push_back(const_cast<char*>(a.c_str()));
 	args.push_back(nullptr);
 	pid_t pid = 0;
-	if (int rc = ::posix_spawn(&pid, argv[0].c_str(), actions.get(), nullptr, args.data(), environ); rc != 0)
+	if (int rc = ::posix_spawn(&pid, argv[0].c_str(), actions.get(), attributes.get(), args.data(), environ); rc != 0)
 		throw IoError("cannot run", argv[0], rc);
 	out.close_write();
 	err.close_write();
@@ -134,8 +160,109 @@ ProgramOutput run_program(const std::vector<std::string>& argv)
 	while (::waitpid(pid, &wstatus, 0) < 0)
 		if (errno != EINTR)
 			throw IoError("cannot wait for", argv[0], errno);
-	result.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+	result.status = wait_status(wstatus);
 	return result;
+}
+
+RunningProgram::RunningProgram(const std::vector<std::string>& argv)
+{
+	if (argv.empty())
+		throw Error("RunningProgram: no program");
+	Pipe out, err;
+	SpawnAttributes attributes(true);
+	SpawnActions actions;
+	::posix_spawn_file_actions_addopen(actions.get(), 0, "/dev/null", O_RDONLY, 0);
+	::posix_spawn_file_actions_adddup2(actions.get(), out.fd[1], 1);
+	::posix_spawn_file_actions_adddup2(actions.get(), err.fd[1], 2);
+	std::vector<char*> args;
+	for (const std::string& a : argv)
+		args.push_back(const_cast<char*>(a.c_str()));
+	args.push_back(nullptr);
+	if (int rc = ::posix_spawn(&pid_, argv[0].c_str(), actions.get(), attributes.get(), args.data(), environ);
+	    rc != 0)
+		throw IoError("cannot run", argv[0], rc);
+	out.close_write();
+	err.close_write();
+	// Ours now: the Pipe objects must not close them.
+	out_ = out.fd[0];
+	err_ = err.fd[0];
+	out.fd[0] = err.fd[0] = -1;
+	::fcntl(out_, F_SETFL, O_NONBLOCK);
+	::fcntl(err_, F_SETFL, O_NONBLOCK);
+}
+
+RunningProgram::~RunningProgram()
+{
+	try {
+		if (!done_)
+			stop(500);
+	} catch (...) { // nothing to report from a destructor
+	}
+	if (out_ >= 0)
+		::close(out_);
+	if (err_ >= 0)
+		::close(err_);
+}
+
+void RunningProgram::drain()
+{
+	char buffer[16384];
+	for (int* fd : {&out_, &err_}) {
+		std::string& sink = fd == &out_ ? collected_.out : collected_.err;
+		while (*fd >= 0) {
+			ssize_t n = ::read(*fd, buffer, sizeof buffer);
+			if (n > 0) {
+				sink.append(buffer, std::size_t(n));
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n == 0) {
+				::close(*fd);
+				*fd = -1;
+			}
+			break; // EAGAIN: nothing more for now
+		}
+	}
+}
+
+std::optional<ProgramOutput> RunningProgram::poll()
+{
+	if (done_)
+		return done_;
+	drain();
+	int wstatus = 0;
+	pid_t r = ::waitpid(pid_, &wstatus, WNOHANG);
+	if (r < 0 && errno != EINTR)
+		throw IoError("cannot wait for a program", std::to_string(pid_), errno);
+	if (r != pid_)
+		return std::nullopt;
+	drain();
+	collected_.status = wait_status(wstatus);
+	done_ = collected_;
+	return done_;
+}
+
+ProgramOutput RunningProgram::stop(int grace_ms)
+{
+	if (poll())
+		return *done_;
+	signalled_ = true;
+	::kill(pid_, SIGTERM);
+	for (int waited = 0; waited < grace_ms; waited += 10) {
+		if (poll())
+			return *done_;
+		::usleep(10000);
+	}
+	::kill(pid_, SIGKILL);
+	int wstatus = 0;
+	while (::waitpid(pid_, &wstatus, 0) < 0)
+		if (errno != EINTR)
+			throw IoError("cannot wait for a program", std::to_string(pid_), errno);
+	drain();
+	collected_.status = wait_status(wstatus);
+	done_ = collected_;
+	return *done_;
 }
 
 std::string find_program(const std::string& name)

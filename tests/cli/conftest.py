@@ -12,8 +12,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
 # The tools that read a cache device or image (the contract tests' devices).
 CACHE_TOOLS = ("wbdump", "wbreplay", "wbrecover")
-# Every tool: those and wbstat, which reads the kernel's targets through dmsetup.
-TOOLS = CACHE_TOOLS + ("wbstat",)
+# Every tool: those, wbstat, which reads the kernel's targets through dmsetup,
+# and wbctl, which changes them through dmsetup.
+TOOLS = CACHE_TOOLS + ("wbstat", "wbctl")
 # The tools that write: both take the devices as --cache CACHE --backing BACKING.
 WRITING_TOOLS = ("wbreplay", "wbrecover")
 # The exit codes every tool documents.

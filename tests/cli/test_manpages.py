@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, TOOLS, run, tool_path
 
-PAGES = {"wbdump": "wbdump.8", "wbreplay": "wbreplay.8", "wbrecover": "wbrecover.8", "wbstat": "wbstat.8",
+PAGES = {"wbdump": "wbdump.8", "wbreplay": "wbreplay.8", "wbrecover": "wbrecover.8", "wbstat": "wbstat.8", "wbctl": "wbctl.8",
          "dm-wbkit": "dm-wbkit.4"}
 
 

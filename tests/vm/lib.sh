@@ -60,9 +60,10 @@ VM_EXTRA_MODULES=(ext4 dm-writecache dm-cache-smq bcache)
 # collide with the applet links in /bin; guest scripts call them by full path
 # because busybox sh prefers its own applets to anything in PATH.
 # mkfs.ext4 and sync (fsync of named files and directories) are for the ext4
-# workload of the crash tests.
+# workload of the crash tests; e2fsck checks the file system wbctl's
+# scenario (95) switched tables under.
 VM_HOST_PROGRAMS=(/usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blockdev /usr/bin/dd /usr/bin/cmp /usr/bin/sha256sum
-	/sbin/mkfs.ext4 /usr/bin/sync)
+	/sbin/mkfs.ext4 /sbin/e2fsck /usr/bin/sync)
 # Programs only some guest scripts need, copied with their libraries when the
 # host has them: make-bcache (bcache-tools) for the bcache rows of
 # tests/crash/peers.sh and bench/vm-peers.sh, which skip without it.
@@ -73,7 +74,7 @@ VM_HOST_FILES=(/etc/mke2fs.conf)
 # with their libraries), from the build directory run-all.sh was given
 # (WBKIT_BUILD_DIR, else build/) when built there; a guest script that needs
 # one checks that it is there. Rebuilding one rebuilds the initramfs.
-VM_GUEST_TOOLS=(wbstat)
+VM_GUEST_TOOLS=(wbstat wbctl)
 
 # Console lines that mean the guest kernel went wrong even if the script
 # carried on. /init prints the kernel log at the end, so warnings that the

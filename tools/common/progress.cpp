@@ -42,7 +42,8 @@ void ProgressReporter::update(std::string_view phase, std::uint64_t done, std::u
 	if (mode_ == Mode::none && machine_fd_ < 0)
 		return;
 	const auto now = std::chrono::steady_clock::now();
-	if (phase != phase_) {
+	// A new phase, or the same one again after finish() (wbctl's flush rounds).
+	if (phase != phase_ || !open_) {
 		finish();
 		phase_ = phase;
 		phase_start_ = now;
@@ -97,8 +98,10 @@ void ProgressReporter::print(bool final)
 		const auto left = std::uint64_t(double(total_ - done_) / rate);
 		eta = fmt::format("{}:{:02}:{:02}", left / 3600, left / 60 % 60, left % 60);
 	}
-	const std::string figures = fmt::format("{:5.1f}% {} / {}, {}/s, ETA {}", fraction * 100, human_bytes(done_),
-						human_bytes(total_), human_bytes(std::uint64_t(rate)), eta);
+	std::string figures = fmt::format("{:5.1f}% {} / {}, {}/s, ETA {}", fraction * 100, human_bytes(done_),
+					  human_bytes(total_), human_bytes(std::uint64_t(rate)), eta);
+	if (!note_.empty())
+		figures += ", " + note_;
 	if (mode_ == Mode::bar) {
 		constexpr int width = 30;
 		const int filled = int(fraction * width);

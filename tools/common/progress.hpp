@@ -47,6 +47,9 @@ public:
 	}
 	// Prints the final state of the current phase (and ends the bar's line).
 	void finish();
+	// A few words after the figures from now on ("120 dirty blocks left"),
+	// for what bytes done and total do not say; empty: none.
+	void set_note(std::string note) { note_ = std::move(note); }
 
 private:
 	void print(bool final);
@@ -56,6 +59,7 @@ private:
 	std::FILE* stream_;
 	Mode mode_;
 	std::string phase_;
+	std::string note_;
 	std::uint64_t done_ = 0;
 	std::uint64_t total_ = 0;
 	bool open_ = false;

@@ -4,7 +4,9 @@
 // queries: nothing here loads, suspends, changes or writes to a device.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "wbkit/wb_status.hpp"
@@ -21,7 +23,39 @@ struct ProgramOutput {
 
 // Runs argv[0] (a path; no PATH search) with stdin from /dev/null and
 // collects both outputs. Throws IoError when it cannot be started.
-ProgramOutput run_program(const std::vector<std::string>& argv);
+// own_process_group: the child gets a process group of its own, so that a
+// Ctrl-C at the terminal reaches only the caller, which decides what to stop
+// (wbctl: a `dmsetup suspend` must never be killed halfway).
+ProgramOutput run_program(const std::vector<std::string>& argv, bool own_process_group = false);
+
+// A program started in the background, in a process group of its own, its
+// outputs collected (into pipes: a program that prints more than a pipe
+// holds, 64 KiB, waits until stop() or poll() reads it). The destructor
+// stops it (SIGTERM, then SIGKILL) if it still runs.
+class RunningProgram {
+public:
+	// Throws IoError when it cannot be started.
+	explicit RunningProgram(const std::vector<std::string>& argv);
+	~RunningProgram();
+	RunningProgram(const RunningProgram&) = delete;
+	RunningProgram& operator=(const RunningProgram&) = delete;
+
+	// Its output once it ended, else nullopt; never blocks.
+	std::optional<ProgramOutput> poll();
+	// Ends it if it still runs (SIGTERM; SIGKILL after `grace`), and waits.
+	ProgramOutput stop(int grace_ms = 2000);
+	// Whether stop() had to signal it (it was still running).
+	bool stopped() const noexcept { return signalled_; }
+
+private:
+	void drain();
+	pid_t pid_ = -1;
+	int out_ = -1;
+	int err_ = -1;
+	bool signalled_ = false;
+	std::optional<ProgramOutput> done_;
+	ProgramOutput collected_;
+};
 
 // The program to run for `name`: itself when it holds a '/', else the first
 // executable file of that name in PATH, then /usr/sbin and /sbin (cron's PATH

@@ -1,0 +1,331 @@
+// Changing a live writeboost device (wbctl): flush its dirty data home,
+// detach the cache (switch the device to a linear mapping of its backing
+// device) and attach one (switch a linear mapping to a writeboost table),
+// each with one short suspend, for dm-writeboost 2.2.17 and dm-wbkit alike.
+//
+// The decisions are here, the system calls behind one interface (System):
+// dmsetup's table, status, suspend, load, clear, resume and the drop_caches
+// message, and the few device operations around them. wbctl passes the real
+// one (DmsetupSystem); the unit tests pass a fake that scripts the answers
+// and records the calls, so every step and every failure path is tested
+// without a kernel.
+//
+// The table lines used:
+//
+//   0 <sectors> linear <backing> 0
+//   0 <sectors> writeboost <backing> <cache> [<count> <key> <value> ...]
+//
+// Every failure leaves the device usable: resumed, with the table it had
+// (a loaded inactive table is cleared), or says plainly that it could not.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "wbkit/dmsetup.hpp"
+#include "wbkit/errors.hpp"
+#include "wbkit/wb_status.hpp"
+
+namespace wbkit {
+
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------
+// Table lines
+
+// The one target of a device's table (`dmsetup table NAME`). Throws Error
+// when the table has no target, more than one, or one that does not start
+// at sector 0: wbctl changes only devices that are one target wide.
+DmTargetLine single_target(std::string_view table_text, std::string_view name);
+
+// A linear target's parameters: `<device> <offset>`. nullopt for another
+// shape.
+struct LinearParams {
+	std::string device;
+	std::uint64_t offset = 0;
+};
+std::optional<LinearParams> parse_linear_params(std::string_view params);
+
+// `0 <sectors> linear <backing> 0`
+std::string linear_table_line(std::uint64_t sectors, std::string_view backing);
+// `0 <sectors> writeboost <backing> <cache>` and, when args is not empty,
+// `<2 x args> <key> <value> ...`
+std::string writeboost_table_line(std::uint64_t sectors, std::string_view backing, std::string_view cache,
+				  const std::vector<std::pair<std::string, std::string>>& args);
+
+// Parses `key=value` or `key value` words of wbctl's command line into the
+// table's optional arguments, checking the keys both modules know and that
+// each value is a decimal number. Throws UsageError.
+std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<const std::string> words);
+
+// ---------------------------------------------------------------------------
+// What a cache device holds (attach's check)
+
+// The kernel's rule (dm-wbkit-metadata.c, wb_check_cache_signature; the
+// format rule of kmod/README.md), from the first 4 KiB, the second 4 KiB and
+// the 4 KiB at 64 KiB of the device.
+struct CacheContent {
+	enum class Kind {
+		blank,      // sector 0 zero, no known signature: the target formats it
+		writeboost, // the magic WBst: the target replays its log
+		foreign,    // a known signature or unknown data in sector 0
+	};
+	Kind kind = Kind::blank;
+	std::string what; // foreign: "an ext2/3/4 file system", ...; writeboost: "a writeboost cache"
+};
+// Each span at least 4096 bytes.
+CacheContent classify_cache_content(std::span<const std::byte> block0, std::span<const std::byte> block1,
+				    std::span<const std::byte> block64k);
+
+// ---------------------------------------------------------------------------
+// The system: dmsetup and devices
+
+// A dmsetup command that failed: its words and what dmsetup said.
+class DmsetupError : public Error {
+public:
+	using Error::Error;
+};
+
+// A drop_caches message running in the background.
+class PendingMessage {
+public:
+	virtual ~PendingMessage() = default;
+	// nullopt while it runs; then its exit status and stderr.
+	virtual std::optional<ProgramOutput> poll() = 0;
+	// Ends it (a signal: both modules' drop_caches stop waiting and leave
+	// the device as it is; writeback goes on in the background) and waits.
+	virtual ProgramOutput stop() = 0;
+};
+
+class System {
+public:
+	virtual ~System() = default;
+	// `dmsetup table NAME`, `dmsetup status NAME`: their output. Throw DmsetupError.
+	virtual std::string table(const std::string& name) = 0;
+	virtual std::string status(const std::string& name) = 0;
+	// `dmsetup suspend [--nolockfs] NAME`, `dmsetup resume|clear NAME`,
+	// `dmsetup load NAME --table LINE`. Throw DmsetupError.
+	virtual void suspend(const std::string& name, bool lockfs) = 0;
+	virtual void resume(const std::string& name) = 0;
+	virtual void load(const std::string& name, const std::string& table_line) = 0;
+	virtual void clear(const std::string& name) = 0;
+	// `dmsetup message NAME 0 drop_caches` in the background.
+	virtual std::unique_ptr<PendingMessage> start_drop_caches(const std::string& name) = 0;
+	// An empty flush (fsync) to the device, so that upstream writes its
+	// open RAM buffer segment, which its drop_caches waits for. Best effort.
+	virtual void flush_device(const std::string& name) = 0;
+	// The size in 512-byte sectors of a block device named `major:minor`.
+	virtual std::uint64_t device_sectors(const std::string& devno) = 0;
+	// Zeroes the first MiB of the block device `major:minor` (exclusive
+	// open: it must be free) and syncs it: the old superblock and segment
+	// headers are gone, the targets format it when it is next used.
+	virtual void wipe_cache(const std::string& devno) = 0;
+	virtual Clock::time_point now() = 0;
+	virtual void sleep(std::chrono::milliseconds duration) = 0;
+};
+
+// The real system: dmsetup (resolved by find_program), run in its own
+// process group so that a Ctrl-C reaches wbctl only.
+class DmsetupSystem : public System {
+public:
+	explicit DmsetupSystem(std::string program = "dmsetup");
+	std::string table(const std::string& name) override;
+	std::string status(const std::string& name) override;
+	void suspend(const std::string& name, bool lockfs) override;
+	void resume(const std::string& name) override;
+	void load(const std::string& name, const std::string& table_line) override;
+	void clear(const std::string& name) override;
+	std::unique_ptr<PendingMessage> start_drop_caches(const std::string& name) override;
+	void flush_device(const std::string& name) override;
+	std::uint64_t device_sectors(const std::string& devno) override;
+	void wipe_cache(const std::string& devno) override;
+	Clock::time_point now() override { return Clock::now(); }
+	void sleep(std::chrono::milliseconds duration) override;
+
+private:
+	std::string run(const std::vector<std::string>& args);
+	std::string program_;
+};
+
+// The path of a block device `major:minor`: /dev/<DEVNAME of its uevent>,
+// checked to be that device. Throws IoError.
+std::string block_device_path(const std::string& devno, const std::string& sysfs_root = "/sys");
+
+// The device's writeboost target: its table (the single target, parsed) and
+// its status. Throws Error when it is not one writeboost target.
+struct WbTarget {
+	DmTargetLine line;
+	WbTable table;
+	WbStatus status;
+};
+WbTarget read_wb_target(System& system, const std::string& name);
+
+// ---------------------------------------------------------------------------
+// Flush
+
+// What a flush has to write back: the dirty blocks when it started, and the
+// segments up to target_id (the newest one then: every block dirty then is
+// in one of them).
+struct FlushGoal {
+	std::uint64_t start_dirty = 0;
+	std::uint64_t start_writeback_id = 0;
+	std::uint64_t target_id = 0;
+};
+FlushGoal flush_goal(const WbStatus& status);
+
+struct FlushProgress {
+	std::uint64_t dirty_left = 0;     // nr_dirty_cache_blocks now (new writes count too)
+	std::uint64_t segments_done = 0;  // written back since the start, of
+	std::uint64_t segments_total = 0; // target_id - start_writeback_id
+	// segments_done / segments_total (1 when there was nothing to do)
+	double fraction = 1.0;
+	// Every block dirty at the start is home: no dirty block left, or
+	// writeback reached target_id.
+	bool complete = false;
+	// The start's dirty bytes x fraction, and the start's: for a reporter
+	// that counts bytes (rate and time left follow from them).
+	std::uint64_t done_bytes = 0;
+	std::uint64_t total_bytes = 0;
+};
+FlushProgress flush_progress(const FlushGoal& goal, const WbStatus& now);
+
+struct FlushOptions {
+	std::chrono::milliseconds poll_interval{500};
+	// Give up (stop the message, return timed_out) after this long.
+	std::optional<std::chrono::milliseconds> timeout;
+	// Asked between polls; true: stop the message and return interrupted.
+	std::function<bool()> interrupted;
+	std::function<void(const FlushProgress&)> progress;
+};
+
+struct FlushResult {
+	enum class End { done,
+			 interrupted,
+			 timed_out };
+	End end = End::done;
+	std::uint64_t start_dirty = 0;
+	std::uint64_t dirty_left = 0; // at the end (new writes may have made more)
+	std::chrono::milliseconds took{0};
+};
+
+// Writes every block dirty at the start home, while the device stays in
+// use: the drop_caches message in the background, its progress from the
+// status. Done when the message returns or the status shows the goal
+// reached (upstream's message waits for no dirty block at all, which a
+// device under steady writes may never reach; then it is stopped). Throws
+// DmsetupError when the message fails (a dead target, EBUSY while the
+// device suspends), Error when the device is not a writeboost device.
+FlushResult flush(System& system, const std::string& name, const FlushOptions& options);
+
+// ---------------------------------------------------------------------------
+// Detach and attach
+
+struct SwitchOptions {
+	FlushOptions flush;
+	// Detach: suspend at most this many times before giving up.
+	unsigned attempts = 5;
+	// Detach: while suspended, blocks written after the flush are written
+	// back in place when the write-back takes less than this; otherwise the
+	// device is resumed and flushed again.
+	std::chrono::milliseconds max_stall{2000};
+	// Detach: flush again while the last flush left more than small_dirty
+	// blocks (written during it) and fewer than the one before, at most
+	// flush_rounds flushes before each suspend.
+	unsigned flush_rounds = 4;
+	std::uint64_t small_dirty = 32;
+	// Detach: wipe the cache device once it is free (default; a cache whose
+	// old log a later attach replayed would write stale data over newer).
+	bool wipe_cache = true;
+	// Freeze a mounted file system for the suspend (dmsetup's default).
+	// Off by default: a table switch keeps every byte the device reads, so
+	// the file system needs no consistent point on disk, and the freeze
+	// (a journal commit and its writes) is most of the stall otherwise.
+	bool lockfs = false;
+	// Lines for a person, as the steps happen.
+	std::function<void(const std::string&)> say;
+};
+
+struct SwitchResult {
+	std::chrono::milliseconds stall{0};            // suspend to resume of the switch
+	std::vector<std::chrono::milliseconds> stalls; // every suspend, the switch's last
+	// The switch's suspend, in parts: dmsetup suspend (queued I/O drains, the
+	// RAM buffer reaches the cache device), the write-back of what came in
+	// after the flush (detach), load and resume.
+	std::chrono::milliseconds suspend_took{0};
+	std::chrono::milliseconds writeback_took{0};
+	std::chrono::milliseconds resume_took{0};
+	// Detach: the dirty blocks a suspended write-back left at max_stall
+	// (read only then: a write-back that ends is its own check).
+	std::uint64_t dirty_at_suspend = 0;
+	std::string old_table;
+	std::string new_table;
+	unsigned attempts = 0;
+	FlushResult flushed;                   // the first flush (detach)
+	std::optional<std::string> wipe_error; // detach: the cache could not be wiped
+};
+
+// Flush (in rounds), load the linear table (inactive), suspend, write back
+// what came in meanwhile and resume, which swaps the linear table in; or,
+// when that write-back takes longer than max_stall, clear the linear table,
+// resume and flush again. Throws Error (the device left as
+// it was: resumed, its writeboost table live) when a step fails or the
+// attempts run out; a flush interrupted by options.flush.interrupted throws
+// InterruptedError.
+SwitchResult detach(System& system, const std::string& name, const SwitchOptions& options);
+
+struct AttachRequest {
+	std::string cache;       // as the table line names it: a path or major:minor
+	std::string cache_devno; // major:minor, to compare with the backing device
+	std::vector<std::pair<std::string, std::string>> args;
+	// Called with the backing device (major:minor) before anything is
+	// loaded: checks the cache device (prepare_attach_cache), throws to stop.
+	std::function<void(const std::string& backing_devno)> check_cache;
+};
+
+// What attach's check found on the cache device.
+struct CacheCheck {
+	std::string devno; // major:minor
+	std::uint64_t bytes = 0;
+	CacheContent content;
+	// --force: what was overridden, worded; the first MiB was zeroed.
+	std::optional<std::string> overridden;
+};
+
+// The cache device for attach: a block device (opened exclusively: refused
+// when mounted or held by a target), not the backing device nor the device
+// itself (`not_devnos`, major:minor), large enough for the superblock region
+// and one segment, and blank: anything else (a file system, another cache's
+// log, unknown data) is refused (RefusedError) unless force, which zeroes
+// its first MiB so that the target formats a fresh cache.
+CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::string>& not_devnos, bool force);
+
+// The device must be one linear target over the whole of its backing device
+// from offset 0. Loads the writeboost table (the target checks the cache:
+// a refusal changes nothing), suspends, resumes (the target formats or
+// replays the cache here). A failed resume puts the linear table back.
+SwitchResult attach(System& system, const std::string& name, const AttachRequest& request,
+		    const SwitchOptions& options);
+
+// wbctl's --json documents (schema wbctl/1): one for a switch (detach,
+// attach), one for a flush.
+std::string switch_result_json(std::string_view command, std::string_view name, const SwitchResult& result,
+			       const std::optional<CacheCheck>& cache = std::nullopt);
+std::string flush_result_json(std::string_view name, const FlushResult& result);
+
+// Ctrl-C while wbctl waited for a flush: the message was stopped and the
+// device is as it was.
+class InterruptedError : public Error {
+public:
+	using Error::Error;
+	ExitCode exit_code() const noexcept override { return ExitCode::damage; }
+};
+
+} // namespace wbkit

@@ -1,0 +1,850 @@
+// control.hpp: flush, detach and attach of a live writeboost device.
+#include "wbkit/control.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <thread>
+#include <unistd.h>
+
+#include "wbkit/device.hpp"
+#include "wbkit/format.hpp"
+
+namespace wbkit {
+
+namespace {
+
+std::vector<std::string_view> words_of(std::string_view text)
+{
+	std::vector<std::string_view> words;
+	std::size_t i = 0;
+	while (i < text.size()) {
+		while (i < text.size() && std::strchr(" \t\r\n", text[i]))
+			++i;
+		const std::size_t start = i;
+		while (i < text.size() && !std::strchr(" \t\r\n", text[i]))
+			++i;
+		if (i > start)
+			words.push_back(text.substr(start, i - start));
+	}
+	return words;
+}
+
+std::optional<std::uint64_t> decimal(std::string_view token)
+{
+	if (token.empty() || token.size() > 20)
+		return std::nullopt;
+	std::uint64_t value = 0;
+	auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value, 10);
+	if (ec != std::errc() || end != token.data() + token.size())
+		return std::nullopt;
+	return value;
+}
+
+std::string trimmed(std::string text)
+{
+	while (!text.empty() && std::strchr(" \t\r\n", text.back()))
+		text.pop_back();
+	for (char& c : text)
+		if (c == '\n')
+			c = ' ';
+	return text.empty() ? "(no message)" : text;
+}
+
+std::chrono::milliseconds ms_between(Clock::time_point a, Clock::time_point b)
+{
+	return std::chrono::duration_cast<std::chrono::milliseconds>(b - a);
+}
+
+std::string full_line(const DmTargetLine& line)
+{
+	return fmt::format("{} {} {} {}", line.start, line.length, line.type, line.params);
+}
+
+WbStatus read_status(System& system, const std::string& name)
+{
+	const DmTargetLine line = single_target(system.status(name), name);
+	if (line.type != "writeboost")
+		throw Error(fmt::format("{}: not a writeboost device (its target is {})", name, line.type));
+	return parse_wb_status(line.params);
+}
+
+void say(const SwitchOptions& options, const std::string& text)
+{
+	if (options.say)
+		options.say(text);
+}
+
+// Resumes after a failed step; returns what to add to the error when even
+// that failed.
+std::string resume_after_failure(System& system, const std::string& name, bool clear_first)
+{
+	std::string trouble;
+	if (clear_first) {
+		try {
+			system.clear(name);
+		} catch (const Error& e) {
+			trouble += fmt::format("; clearing the inactive table failed too: {}", e.what());
+		}
+	}
+	try {
+		system.resume(name);
+	} catch (const Error& e) {
+		trouble += fmt::format("; and resuming failed: {}: the device is still suspended, run `dmsetup resume "
+				       "{}`",
+				       e.what(), name);
+	}
+	return trouble;
+}
+
+constexpr const char* known_table_keys[] = {
+	"writeback_threshold",
+	"nr_max_batched_writeback",
+	"update_sb_record_interval",
+	"sync_data_interval",
+	"read_cache_threshold",
+	"nr_read_cache_cells",
+	"write_around_mode",
+};
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// Table lines
+
+DmTargetLine single_target(std::string_view table_text, std::string_view name)
+{
+	std::vector<DmTargetLine> lines;
+	std::size_t pos = 0;
+	while (pos < table_text.size()) {
+		std::size_t end = table_text.find('\n', pos);
+		if (end == std::string_view::npos)
+			end = table_text.size();
+		std::string_view text = table_text.substr(pos, end - pos);
+		pos = end + 1;
+		if (words_of(text).empty())
+			continue;
+		auto line = split_dm_line(text);
+		if (!line)
+			throw Error(fmt::format("{}: dmsetup printed a line that is no target line: '{}'", name,
+						std::string(text.substr(0, 80))));
+		lines.push_back(std::move(*line));
+	}
+	if (lines.empty())
+		throw Error(fmt::format("{}: the device has no table (no target)", name));
+	if (lines.size() > 1)
+		throw Error(fmt::format("{}: the device has {} targets; wbctl changes only a device of one target",
+					name, lines.size()));
+	if (lines.front().start != 0)
+		throw Error(fmt::format("{}: its target starts at sector {}, not 0", name, lines.front().start));
+	return lines.front();
+}
+
+std::optional<LinearParams> parse_linear_params(std::string_view params)
+{
+	const auto words = words_of(params);
+	if (words.size() != 2)
+		return std::nullopt;
+	auto offset = decimal(words[1]);
+	if (!offset)
+		return std::nullopt;
+	return LinearParams{std::string(words[0]), *offset};
+}
+
+std::string linear_table_line(std::uint64_t sectors, std::string_view backing)
+{
+	return fmt::format("0 {} linear {} 0", sectors, backing);
+}
+
+std::string writeboost_table_line(std::uint64_t sectors, std::string_view backing, std::string_view cache,
+				  const std::vector<std::pair<std::string, std::string>>& args)
+{
+	std::string line = fmt::format("0 {} writeboost {} {}", sectors, backing, cache);
+	if (!args.empty()) {
+		line += fmt::format(" {}", args.size() * 2);
+		for (const auto& [key, value] : args)
+			line += fmt::format(" {} {}", key, value);
+	}
+	return line;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<const std::string> words)
+{
+	std::vector<std::pair<std::string, std::string>> args;
+	for (const std::string& word : words) {
+		const std::size_t eq = word.find('=');
+		if (eq == std::string::npos)
+			throw UsageError(fmt::format("table option '{}': write it as KEY=VALUE", word));
+		std::string key = word.substr(0, eq);
+		std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+		const std::string value = word.substr(eq + 1);
+		if (std::find(std::begin(known_table_keys), std::end(known_table_keys), key) == std::end(known_table_keys))
+			throw UsageError(fmt::format("table option '{}': unknown key (known: writeback_threshold, "
+						     "nr_max_batched_writeback, update_sb_record_interval, "
+						     "sync_data_interval, read_cache_threshold, nr_read_cache_cells, "
+						     "write_around_mode)",
+						     key));
+		if (!decimal(value))
+			throw UsageError(fmt::format("table option '{}': the value is not a decimal number: '{}'", key,
+						     value));
+		args.emplace_back(std::move(key), value);
+	}
+	return args;
+}
+
+// ---------------------------------------------------------------------------
+// What a cache device holds
+
+CacheContent classify_cache_content(std::span<const std::byte> blk, std::span<const std::byte> blk2,
+				    std::span<const std::byte> blk64)
+{
+	if (blk.size() < 4096 || blk2.size() < 4096 || blk64.size() < 4096)
+		throw Error("classify_cache_content: 4 KiB blocks needed");
+	auto u8 = [](std::span<const std::byte> b, std::size_t at) { return std::uint8_t(b[at]); };
+	auto le16 = [&](std::span<const std::byte> b, std::size_t at) {
+		return std::uint16_t(u8(b, at) | u8(b, at + 1) << 8);
+	};
+	auto le32 = [&](std::span<const std::byte> b, std::size_t at) {
+		return std::uint32_t(u8(b, at)) | std::uint32_t(u8(b, at + 1)) << 8 | std::uint32_t(u8(b, at + 2)) << 16 |
+		       std::uint32_t(u8(b, at + 3)) << 24;
+	};
+	auto has = [](std::span<const std::byte> b, std::size_t at, std::string_view text) {
+		return std::memcmp(b.data() + at, text.data(), text.size()) == 0;
+	};
+	const std::uint32_t magic = le32(blk, 0);
+	if (magic == superblock_magic)
+		return {CacheContent::Kind::writeboost, "a writeboost cache (its log would be replayed)"};
+	const char* what = nullptr;
+	if (le16(blk, 1080) == 0xef53)
+		what = "an ext2/3/4 file system";
+	else if (has(blk, 0, "XFSB"))
+		what = "an XFS file system";
+	else if (has(blk64, 64, "_BHRfS_M"))
+		what = "a btrfs file system";
+	else if (has(blk, 0, "LUKS\xba\xbe"))
+		what = "a LUKS header";
+	else if (le32(blk, 0) == 0xa92b4efc || le32(blk2, 0) == 0xa92b4efc)
+		what = "an MD RAID superblock";
+	else if (has(blk, 0, "LABELONE") || has(blk, 512, "LABELONE") || has(blk, 1024, "LABELONE") ||
+		 has(blk, 1536, "LABELONE"))
+		what = "an LVM2 physical volume label";
+	else if (has(blk, 4086, "SWAPSPACE2"))
+		what = "a swap area";
+	else if (has(blk, 512, "EFI PART"))
+		what = "a GPT partition table";
+	else if (u8(blk, 510) == 0x55 && u8(blk, 511) == 0xaa)
+		what = "a DOS partition table or boot sector";
+	if (what)
+		return {CacheContent::Kind::foreign, what};
+	if (std::all_of(blk.begin(), blk.begin() + 512, [](std::byte b) { return b == std::byte{0}; }))
+		return {CacheContent::Kind::blank, "nothing (sector 0 is zero)"};
+	if (__builtin_popcount(magic ^ superblock_magic) <= 2)
+		return {CacheContent::Kind::foreign, "a damaged writeboost superblock"};
+	return {CacheContent::Kind::foreign, "unknown data in sector 0"};
+}
+
+// ---------------------------------------------------------------------------
+// The real system
+
+namespace {
+
+class DmsetupMessage : public PendingMessage {
+public:
+	explicit DmsetupMessage(const std::vector<std::string>& argv) : program_(argv) {}
+	std::optional<ProgramOutput> poll() override { return program_.poll(); }
+	ProgramOutput stop() override { return program_.stop(); }
+
+private:
+	RunningProgram program_;
+};
+
+std::string read_sysfs(const std::string& path)
+{
+	std::ifstream in(path);
+	if (!in)
+		throw IoError("cannot read", path, errno ? errno : ENOENT);
+	std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+	return text;
+}
+
+std::pair<unsigned, unsigned> parse_devno(const std::string& devno)
+{
+	const std::size_t colon = devno.find(':');
+	auto major = colon == std::string::npos ? std::nullopt : decimal(std::string_view(devno).substr(0, colon));
+	auto minor = colon == std::string::npos ? std::nullopt : decimal(std::string_view(devno).substr(colon + 1));
+	if (!major || !minor)
+		throw Error(fmt::format("'{}' is not a device number (major:minor)", devno));
+	return {unsigned(*major), unsigned(*minor)};
+}
+
+} // namespace
+
+DmsetupSystem::DmsetupSystem(std::string program) : program_(find_program(program)) {}
+
+std::string DmsetupSystem::run(const std::vector<std::string>& args)
+{
+	std::vector<std::string> argv{program_};
+	argv.insert(argv.end(), args.begin(), args.end());
+	ProgramOutput done = run_program(argv, true);
+	if (done.status != 0) {
+		std::string words = program_;
+		for (const std::string& a : args)
+			words += a.find(' ') == std::string::npos ? " " + a : " \"" + a + "\"";
+		throw DmsetupError(fmt::format("`{}` failed (exit {}): {}", words, done.status, trimmed(done.err)));
+	}
+	return done.out;
+}
+
+std::string DmsetupSystem::table(const std::string& name) { return run({"table", name}); }
+std::string DmsetupSystem::status(const std::string& name) { return run({"status", name}); }
+void DmsetupSystem::suspend(const std::string& name, bool lockfs)
+{
+	if (lockfs)
+		run({"suspend", name});
+	else
+		run({"suspend", "--nolockfs", name});
+}
+void DmsetupSystem::resume(const std::string& name) { run({"resume", name}); }
+void DmsetupSystem::load(const std::string& name, const std::string& line) { run({"load", name, "--table", line}); }
+void DmsetupSystem::clear(const std::string& name) { run({"clear", name}); }
+
+std::unique_ptr<PendingMessage> DmsetupSystem::start_drop_caches(const std::string& name)
+{
+	return std::make_unique<DmsetupMessage>(std::vector<std::string>{program_, "message", name, "0", "drop_caches"});
+}
+
+void DmsetupSystem::flush_device(const std::string& name)
+{
+	const std::string path = name.find('/') == std::string::npos ? "/dev/mapper/" + name : name;
+	const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return; // best effort: the drop_caches message does the work
+	(void)::fsync(fd);
+	::close(fd);
+}
+
+std::uint64_t DmsetupSystem::device_sectors(const std::string& devno)
+{
+	parse_devno(devno);
+	const std::string path = "/sys/dev/block/" + devno + "/size";
+	const std::string text = read_sysfs(path);
+	const auto words = words_of(text);
+	auto sectors = words.empty() ? std::nullopt : decimal(words.front());
+	if (!sectors)
+		throw Error(fmt::format("{}: not a number of sectors", path));
+	return *sectors;
+}
+
+void DmsetupSystem::wipe_cache(const std::string& devno)
+{
+	const std::string path = block_device_path(devno);
+	auto device = open_device(path, {.writable = true, .direct = true, .exclusive = true});
+	const std::uint64_t bytes = std::min<std::uint64_t>(device->size_bytes(), 1 << 20);
+	AlignedBuffer zeros{std::size_t(bytes)};
+	device->write_exact(0, zeros.span());
+	device->flush_or_throw();
+}
+
+void DmsetupSystem::sleep(std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); }
+
+std::string block_device_path(const std::string& devno, const std::string& sysfs_root)
+{
+	const auto [major, minor] = parse_devno(devno);
+	const std::string uevent = sysfs_root + "/dev/block/" + devno + "/uevent";
+	std::string devname;
+	for (std::string_view word : words_of(read_sysfs(uevent)))
+		if (word.substr(0, 8) == "DEVNAME=")
+			devname = std::string(word.substr(8));
+	if (devname.empty())
+		throw IoError("no DEVNAME in", uevent, ENOENT);
+	const std::string path = "/dev/" + devname;
+	struct stat st {};
+	if (::stat(path.c_str(), &st) != 0)
+		throw IoError("cannot find the device node of " + devno, path, errno);
+	if (!S_ISBLK(st.st_mode) || st.st_rdev != makedev(major, minor))
+		throw IoError("is not the block device " + devno, path, ENODEV);
+	return path;
+}
+
+CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::string>& not_devnos, bool force)
+{
+	struct stat st {};
+	if (::stat(path.c_str(), &st) != 0)
+		throw IoError("cannot find the cache device", path, errno);
+	if (!S_ISBLK(st.st_mode))
+		throw RefusedError(path + ": not a block device: a cache must be one");
+	CacheCheck check;
+	check.devno = fmt::format("{}:{}", major(st.st_rdev), minor(st.st_rdev));
+	for (const std::string& other : not_devnos)
+		if (other == check.devno)
+			throw RefusedError(fmt::format("{} ({}) is the backing device or the device itself", path,
+						       check.devno));
+	// Exclusive: refused while mounted, held by a target or another O_EXCL
+	// opener. Read-only until --force has to wipe it.
+	auto device = open_device(path, {.writable = false, .direct = true, .exclusive = true});
+	check.bytes = device->size_bytes();
+	const std::uint64_t least = superblock_size + segment_size;
+	if (check.bytes < least)
+		throw RefusedError(fmt::format("{}: {} bytes, smaller than the superblock region and one segment ({} "
+					       "bytes)",
+					       path, check.bytes, least));
+	AlignedBuffer blk(4096), blk2(4096), blk64(4096);
+	device->read_exact(0, blk.span());
+	device->read_exact(4096, blk2.span());
+	device->read_exact(65536, blk64.span());
+	check.content = classify_cache_content(blk.span(), blk2.span(), blk64.span());
+	if (check.content.kind == CacheContent::Kind::blank)
+		return check;
+	if (!force)
+		throw RefusedError(fmt::format("{} holds {}: refusing to use it as a cache (--force zeroes its first MiB "
+					       "and formats it: what it holds is lost)",
+					       path, check.content.what));
+	check.overridden = fmt::format("{} held {}: --force zeroed its first MiB, the target formats it", path,
+				       check.content.what);
+	device.reset();
+	device = open_device(path, {.writable = true, .direct = true, .exclusive = true});
+	AlignedBuffer zeros(1 << 20);
+	device->write_exact(0, zeros.span());
+	device->flush_or_throw();
+	return check;
+}
+
+WbTarget read_wb_target(System& system, const std::string& name)
+{
+	WbTarget t;
+	t.line = single_target(system.table(name), name);
+	if (t.line.type != "writeboost")
+		throw Error(fmt::format("{}: not a writeboost device (its target is {})", name, t.line.type));
+	t.table = parse_wb_table(t.line.params);
+	t.status = read_status(system, name);
+	return t;
+}
+
+// ---------------------------------------------------------------------------
+// Flush
+
+FlushGoal flush_goal(const WbStatus& status)
+{
+	return {.start_dirty = status.nr_dirty_cache_blocks,
+		.start_writeback_id = status.last_writeback_id,
+		.target_id = std::max(status.current_id, status.last_writeback_id)};
+}
+
+FlushProgress flush_progress(const FlushGoal& goal, const WbStatus& now)
+{
+	FlushProgress p;
+	p.dirty_left = now.nr_dirty_cache_blocks;
+	p.segments_total = goal.target_id - goal.start_writeback_id;
+	const std::uint64_t written =
+		now.last_writeback_id > goal.start_writeback_id ? now.last_writeback_id - goal.start_writeback_id : 0;
+	p.segments_done = std::min(written, p.segments_total);
+	p.complete = now.nr_dirty_cache_blocks == 0 || now.last_writeback_id >= goal.target_id;
+	if (p.complete)
+		p.fraction = 1.0;
+	else if (p.segments_total == 0)
+		p.fraction = 0.0;
+	else
+		p.fraction = double(p.segments_done) / double(p.segments_total);
+	p.total_bytes = goal.start_dirty * block_size;
+	p.done_bytes = std::uint64_t(double(p.total_bytes) * p.fraction);
+	return p;
+}
+
+FlushResult flush(System& system, const std::string& name, const FlushOptions& options)
+{
+	const Clock::time_point start = system.now();
+	FlushResult result;
+	WbTarget target = read_wb_target(system, name);
+	if (target.status.dead().value_or(false))
+		throw Error(fmt::format("{}: the target is dead (fail-stop): nothing can be written back; see `wbstat {}`",
+					name, name));
+	auto finish = [&](FlushResult::End end, std::uint64_t left) {
+		result.end = end;
+		result.dirty_left = left;
+		result.took = ms_between(start, system.now());
+		return result;
+	};
+	result.start_dirty = target.status.nr_dirty_cache_blocks;
+	if (result.start_dirty == 0) {
+		if (options.progress)
+			options.progress(flush_progress(flush_goal(target.status), target.status));
+		return finish(FlushResult::End::done, 0);
+	}
+	// Upstream's drop_caches waits for its open segment, which only a
+	// flush (or sync_data_interval) writes to the cache device.
+	system.flush_device(name);
+	WbStatus status = read_status(system, name);
+	const FlushGoal goal = flush_goal(status);
+	result.start_dirty = std::max(result.start_dirty, goal.start_dirty);
+	FlushProgress progress = flush_progress(goal, status);
+	if (options.progress)
+		options.progress(progress);
+	if (progress.complete)
+		return finish(FlushResult::End::done, progress.dirty_left);
+
+	std::unique_ptr<PendingMessage> message = system.start_drop_caches(name);
+	const auto tick = std::min(options.poll_interval, std::chrono::milliseconds(100));
+	Clock::time_point next_status = system.now() + options.poll_interval;
+	for (;;) {
+		system.sleep(tick);
+		if (options.interrupted && options.interrupted()) {
+			message->stop();
+			return finish(FlushResult::End::interrupted, progress.dirty_left);
+		}
+		if (auto done = message->poll()) {
+			if (done->status != 0)
+				throw DmsetupError(fmt::format("{}: `dmsetup message {} 0 drop_caches` failed (exit {}): {}",
+							       name, name, done->status, trimmed(done->err)));
+			status = read_status(system, name);
+			progress = flush_progress(goal, status);
+			progress.complete = true;
+			progress.fraction = 1.0;
+			progress.done_bytes = progress.total_bytes;
+			if (options.progress)
+				options.progress(progress);
+			return finish(FlushResult::End::done, progress.dirty_left);
+		}
+		const Clock::time_point now = system.now();
+		if (options.timeout && now - start >= *options.timeout) {
+			message->stop();
+			return finish(FlushResult::End::timed_out, progress.dirty_left);
+		}
+		if (now < next_status)
+			continue;
+		next_status = now + options.poll_interval;
+		status = read_status(system, name);
+		if (status.dead().value_or(false)) {
+			message->stop();
+			throw Error(fmt::format("{}: the target died during the flush; see `wbstat {}`", name, name));
+		}
+		progress = flush_progress(goal, status);
+		if (options.progress)
+			options.progress(progress);
+		if (progress.complete) {
+			// Everything dirty at the start is home; upstream's message
+			// may wait on for blocks written since.
+			message->stop();
+			return finish(FlushResult::End::done, progress.dirty_left);
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Detach and attach
+
+namespace {
+
+FlushResult flush_or_throw(System& system, const std::string& name, const FlushOptions& options)
+{
+	FlushResult r = flush(system, name, options);
+	if (r.end == FlushResult::End::interrupted)
+		throw InterruptedError(fmt::format("{}: interrupted during the flush; the device is as it was "
+						   "(writeboost, in use; writeback goes on in the background)",
+						   name));
+	if (r.end == FlushResult::End::timed_out)
+		throw Error(fmt::format("{}: the flush did not finish in time ({} dirty blocks left); the device is "
+					"as it was",
+					name, r.dirty_left));
+	return r;
+}
+
+// Writes back, while suspended, what came in after the flush; stops at the
+// deadline. True when nothing is dirty any more.
+bool write_back_suspended(System& system, const std::string& name, Clock::time_point deadline)
+{
+	std::unique_ptr<PendingMessage> message = system.start_drop_caches(name);
+	for (;;) {
+		if (auto done = message->poll()) {
+			if (done->status != 0)
+				throw DmsetupError(fmt::format("{}: `dmsetup message {} 0 drop_caches` on the suspended "
+							       "device failed (exit {}): {}",
+							       name, name, done->status, trimmed(done->err)));
+			break;
+		}
+		if (system.now() >= deadline) {
+			message->stop();
+			return false;
+		}
+		system.sleep(std::chrono::milliseconds(10));
+	}
+	// Both modules' drop_caches returns 0 on a suspended device only when
+	// nothing is left to write back (dm-wbkit: every flushed segment is
+	// written back, and the suspend flushed the open one; upstream: no
+	// dirty block), and fails on a dead target.
+	return true;
+}
+
+} // namespace
+
+SwitchResult detach(System& system, const std::string& name, const SwitchOptions& options)
+{
+	SwitchResult result;
+	const WbTarget target = read_wb_target(system, name);
+	if (target.status.dead().value_or(false))
+		throw Error(fmt::format("{}: the target is dead (fail-stop): its dirty data cannot be written back; "
+					"see `wbstat {}` and wbrecover(8)",
+					name, name));
+	result.old_table = full_line(target.line);
+	result.new_table = linear_table_line(target.line.length, target.table.backing);
+
+	// The linear table is loaded (inactive) before the suspend, so that
+	// the suspend holds I/O for the check and the resume only. A resume
+	// with an inactive table swaps it in: every way back to the old table
+	// clears it first.
+	bool loaded = false;
+	auto load = [&] {
+		system.load(name, result.new_table);
+		loaded = true;
+	};
+	auto unload = [&]() -> std::string {
+		if (!loaded)
+			return {};
+		loaded = false;
+		try {
+			system.clear(name);
+		} catch (const Error& e) {
+			return fmt::format("; clearing the loaded linear table failed: {}: run `dmsetup clear {}` before "
+					   "anything resumes the device",
+					   e.what(), name);
+		}
+		return {};
+	};
+
+	say(options, fmt::format("flushing {} dirty blocks", target.status.nr_dirty_cache_blocks));
+	for (unsigned attempt = 1; attempt <= options.attempts; ++attempt) {
+		result.attempts = attempt;
+		try {
+			// Rounds, as a live migration copies: each flush is shorter than
+			// the one before, and so are the writes that come in during it.
+			// The suspend then finds only what the last round let in.
+			std::uint64_t before = std::numeric_limits<std::uint64_t>::max();
+			for (unsigned round = 0; round < options.flush_rounds; ++round) {
+				FlushResult r = flush_or_throw(system, name, options.flush);
+				if (attempt == 1 && round == 0)
+					result.flushed = r;
+				if (r.dirty_left <= options.small_dirty || r.dirty_left >= before)
+					break;
+				before = r.dirty_left;
+				say(options, fmt::format("{} blocks written during the flush: flushing them", r.dirty_left));
+			}
+			if (!loaded)
+				load();
+		} catch (const Error& e) {
+			const std::string trouble = unload();
+			if (dynamic_cast<const InterruptedError*>(&e))
+				throw InterruptedError(e.what() + trouble);
+			throw Error(e.what() + trouble);
+		}
+
+		const Clock::time_point t0 = system.now();
+		try {
+			system.suspend(name, options.lockfs);
+		} catch (const Error& e) {
+			const std::string trouble = unload();
+			throw Error(fmt::format("{}: {}; the device keeps its writeboost table", name, e.what()) + trouble +
+				    resume_after_failure(system, name, false));
+		}
+		const Clock::time_point suspended = system.now();
+		bool clean = false;
+		try {
+			// No status read here: the message is the check, and one
+			// dmsetup run less is that much less stall. It returns at once
+			// when nothing is dirty.
+			clean = write_back_suspended(system, name, t0 + options.max_stall);
+			if (clean) {
+				const Clock::time_point written = system.now();
+				result.suspend_took = ms_between(t0, suspended);
+				result.writeback_took = ms_between(suspended, written);
+				system.resume(name); // swaps the linear table in
+				loaded = false;
+				result.resume_took = ms_between(written, system.now());
+			} else {
+				result.dirty_at_suspend = read_status(system, name).nr_dirty_cache_blocks;
+				say(options, fmt::format("suspended: the write-back of what came in after the flush took "
+							 "longer than {} ms ({} dirty blocks left)",
+							 options.max_stall.count(), result.dirty_at_suspend));
+			}
+		} catch (const Error& e) {
+			const std::string trouble = unload();
+			throw Error(fmt::format("{}: {}; the device keeps its writeboost table", name, e.what()) + trouble +
+				    resume_after_failure(system, name, false));
+		}
+		if (clean) {
+			result.stall = ms_between(t0, system.now());
+			result.stalls.push_back(result.stall);
+			break;
+		}
+		// Back to the writeboost table as it was: clear, then resume.
+		std::string trouble = unload();
+		try {
+			system.resume(name);
+		} catch (const Error& e) {
+			throw Error(std::string(e.what()) + trouble + resume_after_failure(system, name, false));
+		}
+		if (!trouble.empty())
+			throw Error(name + ": resumed with its writeboost table" + trouble);
+		result.stalls.push_back(ms_between(t0, system.now()));
+		if (attempt == options.attempts)
+			throw Error(fmt::format("{}: still dirty after {} suspends (writes come in faster than the "
+						"suspended write-back takes within --max-stall); the device is as it "
+						"was (writeboost, resumed)",
+						name, attempt));
+		say(options, fmt::format("dirty blocks left after {} ms suspended: resumed, flushing again",
+					 result.stalls.back().count()));
+	}
+
+	// The old instance is gone with its table: the cache device is free.
+	// Its log names blocks that linear writes change from now on: a later
+	// attach must format it, not replay it.
+	if (options.wipe_cache) {
+		try {
+			system.wipe_cache(target.table.cache);
+		} catch (const Error& e) {
+			result.wipe_error = e.what();
+		}
+	}
+	return result;
+}
+
+SwitchResult attach(System& system, const std::string& name, const AttachRequest& request,
+		    const SwitchOptions& options)
+{
+	SwitchResult result;
+	const DmTargetLine line = single_target(system.table(name), name);
+	if (line.type == "writeboost")
+		throw Error(fmt::format("{}: already has a writeboost target", name));
+	if (line.type != "linear")
+		throw Error(fmt::format("{}: its target is {}, not linear: wbctl attaches a cache to a linear mapping "
+					"of a whole device",
+					name, line.type));
+	const auto linear = parse_linear_params(line.params);
+	if (!linear)
+		throw Error(fmt::format("{}: its linear table does not read as `<device> <offset>`: '{}'", name,
+					line.params));
+	if (linear->offset != 0)
+		throw Error(fmt::format("{}: it maps {} from sector {}, not from 0: wbctl attaches a cache only to a "
+					"mapping of a whole device",
+					name, linear->device, linear->offset));
+	const std::uint64_t backing_sectors = system.device_sectors(linear->device);
+	if (backing_sectors != line.length)
+		throw Error(fmt::format("{}: it maps {} of the {} sectors of {}: wbctl attaches a cache only to a "
+					"mapping of a whole device",
+					name, line.length, backing_sectors, linear->device));
+	if (!request.cache_devno.empty() && request.cache_devno == linear->device)
+		throw RefusedError(fmt::format("{}: the cache {} is the backing device itself", name, request.cache));
+	if (request.check_cache)
+		request.check_cache(linear->device);
+	result.old_table = full_line(line);
+	result.new_table = writeboost_table_line(line.length, linear->device, request.cache, request.args);
+
+	// The constructor only reads: a refusal (a foreign cache, a bad
+	// option) leaves nothing behind.
+	try {
+		system.load(name, result.new_table);
+	} catch (const Error& e) {
+		throw Error(fmt::format("{}: the writeboost table was not accepted: {}; nothing changed", name,
+					e.what()) +
+			    resume_after_failure(system, name, true));
+	}
+	const Clock::time_point t0 = system.now();
+	try {
+		system.suspend(name, options.lockfs);
+	} catch (const Error& e) {
+		throw Error(fmt::format("{}: {}; nothing changed", name, e.what()) +
+			    resume_after_failure(system, name, true));
+	}
+	const Clock::time_point suspended = system.now();
+	result.suspend_took = ms_between(t0, suspended);
+	try {
+		system.resume(name);
+	} catch (const Error& e) {
+		// dm swapped the tables before the new one's preresume failed
+		// (format or replay): put the linear table back.
+		std::string trouble;
+		try {
+			system.load(name, result.old_table);
+			system.resume(name);
+		} catch (const Error& again) {
+			trouble = fmt::format("; putting the linear table back failed too: {}: run `dmsetup load {} "
+					      "--table \"{}\"` and `dmsetup resume {}`",
+					      again.what(), name, result.old_table, name);
+		}
+		throw Error(fmt::format("{}: the writeboost target did not start (formatting or replaying the cache "
+					"failed, see the kernel log): {}",
+					name, e.what()) +
+			    (trouble.empty() ? std::string("; the linear table is back") : trouble));
+	}
+	result.stall = ms_between(t0, system.now());
+	result.resume_took = ms_between(suspended, system.now());
+	result.stalls.push_back(result.stall);
+	result.attempts = 1;
+	say(options, fmt::format("{} now has the table: {}", name, result.new_table));
+	return result;
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ojson flush_json(const FlushResult& r)
+{
+	const char* end = r.end == FlushResult::End::done          ? "done"
+			  : r.end == FlushResult::End::interrupted ? "interrupted"
+								   : "timed_out";
+	return ojson{{"end", end},
+		     {"start_dirty_blocks", r.start_dirty},
+		     {"dirty_blocks_left", r.dirty_left},
+		     {"milliseconds", r.took.count()}};
+}
+
+} // namespace
+
+std::string switch_result_json(std::string_view command, std::string_view name, const SwitchResult& result,
+			       const std::optional<CacheCheck>& cache)
+{
+	ojson doc{{"schema", "wbctl/1"}, {"command", command}, {"device", name}};
+	doc["old_table"] = result.old_table;
+	doc["new_table"] = result.new_table;
+	doc["stall_ms"] = result.stall.count();
+	ojson stalls = ojson::array();
+	for (auto s : result.stalls)
+		stalls.push_back(s.count());
+	doc["suspends_ms"] = stalls;
+	doc["parts_ms"] = ojson{{"suspend", result.suspend_took.count()},
+				{"writeback", result.writeback_took.count()},
+				{"load_and_resume", result.resume_took.count()}};
+
+	if (command == "detach") {
+		doc["flush"] = flush_json(result.flushed);
+		doc["cache_wiped"] = !result.wipe_error.has_value();
+		if (result.wipe_error)
+			doc["wipe_error"] = *result.wipe_error;
+	}
+	if (cache) {
+		doc["cache"] = ojson{{"devno", cache->devno},
+				     {"bytes", cache->bytes},
+				     {"held", cache->content.what},
+				     {"forced", cache->overridden.has_value()}};
+	}
+	return doc.dump(2);
+}
+
+std::string flush_result_json(std::string_view name, const FlushResult& result)
+{
+	ojson doc{{"schema", "wbctl/1"}, {"command", "flush"}, {"device", name}};
+	doc["flush"] = flush_json(result);
+	return doc.dump(2);
+}
+
+} // namespace wbkit

@@ -1,0 +1,315 @@
+"""wbctl from the outside, without a kernel: a stand-in dmsetup that keeps a
+device's live and inactive table, its suspension and its dirty blocks in
+files, so that the real process handling (dmsetup in its own process group,
+drop_caches in the background, stopped on Ctrl-C or --timeout) and the exit
+codes are tested; the steps themselves are unit-tested (test_control.cpp)
+and run on both kernels in VM scenario 95."""
+import json
+import os
+import pathlib
+import shutil
+import signal
+import stat
+import subprocess
+import textwrap
+import time
+
+import jsonschema
+import pytest
+
+from conftest import ROOT, DAMAGE, OK, OPERATIONAL, REFUSED, USAGE, cannot_run, run, sha256, tool_path
+
+FAKE = textwrap.dedent("""\
+    #!/usr/bin/python3
+    import os, pathlib, sys, time
+    d = pathlib.Path(os.environ["FAKE_DMSETUP"])
+    args = sys.argv[1:]
+    with open(d / "calls", "a") as log:
+        log.write(" ".join(args) + "\\n")
+    def read(name, default=""):
+        p = d / name
+        return p.read_text() if p.exists() else default
+    def fail_if(name):
+        if (d / ("fail." + name)).exists():
+            sys.stderr.write(f"device-mapper: {name} ioctl failed: Invalid argument\\nCommand failed.\\n")
+            sys.exit(1)
+    cmd = args[0]
+    fail_if(cmd)
+    if cmd == "table":
+        sys.stdout.write(read("live"))
+    elif cmd == "status":
+        live = read("live").split()
+        if live[2] != "writeboost":
+            sys.stdout.write(" ".join(live[:3]) + "\\n")
+        else:
+            dirty = int(read("dirty", "0"))
+            wb = int(read("wb_id", "2"))
+            sys.stdout.write(f"0 {live[1]} writeboost 7 32512 256 10 9 {wb} {dirty}" + " 0" * 16 +
+                             " 3 10 writeback_threshold 0 nr_cur_batched_writeback 0 sync_data_interval 0"
+                             " update_sb_record_interval 0 read_cache_threshold 0\\n")
+    elif cmd == "suspend":
+        (d / "suspended").write_text("1")
+    elif cmd == "resume":
+        if (d / "inactive").exists():
+            (d / "live").write_text((d / "inactive").read_text() + "\\n")
+            (d / "inactive").unlink()
+        (d / "suspended").unlink(missing_ok=True)
+    elif cmd == "load":
+        (d / "inactive").write_text(args[args.index("--table") + 1])
+    elif cmd == "clear":
+        (d / "inactive").unlink(missing_ok=True)
+    elif cmd == "message" and args[3:] == ["drop_caches"]:
+        if (d / "hang").exists():
+            (d / "message.pid").write_text(str(os.getpid()))
+            while True:
+                time.sleep(0.1)
+        (d / "dirty").write_text("0")
+        (d / "wb_id").write_text("10")
+    else:
+        sys.stderr.write("fake dmsetup: unknown: " + " ".join(args) + "\\n")
+        sys.exit(9)
+    """)
+
+# Device numbers no machine has (major 4094 is past every allocation), so
+# that nothing here can ever name a real disk: detach wipes its cache.
+WB_TABLE = "0 2097152 writeboost 4094:0 4094:16\n"
+
+
+@pytest.fixture
+def fake(tmp_path):
+    d = tmp_path / "dm"
+    d.mkdir()
+    program = tmp_path / "dmsetup"
+    program.write_text(FAKE)
+    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+
+    class Fake:
+        dir = d
+        env = dict(os.environ, FAKE_DMSETUP=str(d))
+
+        def put(self, name, text):
+            (d / name).write_text(text)
+
+        def get(self, name):
+            p = d / name
+            return p.read_text() if p.exists() else None
+
+        def calls(self):
+            return self.get("calls").splitlines() if self.get("calls") else []
+
+        def argv(self, *args):
+            return [tool_path("wbctl"), "--dmsetup", program, *args]
+
+        def run(self, *args):
+            return run(self.argv(*args), env=self.env)
+
+    f = Fake()
+    f.put("live", WB_TABLE)
+    f.put("dirty", "500")
+    return f
+
+
+def test_detach_switches_to_linear_and_prints_the_stall(fake):
+    done = fake.run("detach", "wb", "--keep-cache", "-q")
+    assert done.returncode == OK, done.stderr
+    assert fake.get("live") == "0 2097152 linear 4094:0 0\n"
+    assert fake.get("suspended") is None and fake.get("inactive") is None
+    assert "I/O held" in done.stdout
+    assert "suspend --nolockfs wb" in fake.calls()
+    assert "message wb 0 drop_caches" in fake.calls()
+
+
+def validate(doc):
+    schemas = {}
+    for path in (ROOT / "docs" / "schemas").glob("*.schema.json"):
+        schema = json.loads(path.read_text())
+        schemas[schema["$id"]] = schema
+    schema = schemas["https://wbkit.invalid/schemas/wbctl-1.schema.json"]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    resolver = jsonschema.RefResolver.from_schema(schema, store=schemas)
+    jsonschema.Draft202012Validator(schema, resolver=resolver).validate(doc)
+
+
+def test_detach_json(fake):
+    done = fake.run("detach", "wb", "--keep-cache", "-q", "--json")
+    assert done.returncode == OK, done.stderr
+    doc = json.loads(done.stdout)
+    validate(doc)
+    assert doc["schema"] == "wbctl/1" and doc["command"] == "detach"
+    assert doc["new_table"] == "0 2097152 linear 4094:0 0"
+    assert doc["flush"]["end"] == "done" and doc["flush"]["start_dirty_blocks"] == 500
+
+
+def test_detach_that_cannot_wipe_the_cache_says_so(fake):
+    # 4094:16 is no device: switched, but the old log stays (exit 1).
+    done = fake.run("detach", "wb", "-q")
+    assert done.returncode == DAMAGE, done.stderr
+    assert fake.get("live") == "0 2097152 linear 4094:0 0\n"
+    assert "could not be wiped" in done.stderr
+
+
+@pytest.mark.parametrize("step", ["load", "suspend"])
+def test_detach_failure_leaves_the_device_as_it_was(fake, step):
+    fake.put("fail." + step, "")
+    done = fake.run("detach", "wb", "-q")
+    assert done.returncode == OPERATIONAL
+    assert done.stderr.startswith("wbctl: error: ")
+    assert fake.get("live") == WB_TABLE
+    assert fake.get("suspended") is None and fake.get("inactive") is None
+
+
+def test_flush_timeout_stops_the_message(fake):
+    fake.put("hang", "")
+    start = time.monotonic()
+    done = fake.run("flush", "wb", "--timeout", "1", "-q")
+    assert done.returncode == DAMAGE, done.stderr
+    assert time.monotonic() - start < 10
+    assert "--timeout" in done.stderr
+    pid = int(fake.get("message.pid"))
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert fake.get("live") == WB_TABLE and fake.get("suspended") is None
+
+
+def test_ctrl_c_stops_the_flush_and_nothing_else(fake):
+    fake.put("hang", "")
+    proc = subprocess.Popen([str(a) for a in fake.argv("flush", "wb", "-q")], env=fake.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(100):
+        if fake.get("message.pid"):
+            break
+        time.sleep(0.1)
+    assert fake.get("message.pid"), "the message never started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == DAMAGE, err
+    assert "interrupted" in err
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(fake.get("message.pid")), 0)
+    assert not any(c.startswith(("suspend", "load", "resume")) for c in fake.calls())
+
+
+def test_flush_of_a_clean_device_sends_no_message(fake):
+    fake.put("dirty", "0")
+    done = fake.run("flush", "wb", "-q")
+    assert done.returncode == OK, done.stderr
+    assert not any("drop_caches" in c for c in fake.calls())
+
+
+def test_flush_json(fake):
+    done = fake.run("flush", "wb", "-q", "--json")
+    assert done.returncode == OK, done.stderr
+    doc = json.loads(done.stdout)
+    validate(doc)
+    assert doc["flush"]["end"] == "done" and doc["flush"]["dirty_blocks_left"] == 0
+
+
+def test_attach_refuses_a_writeboost_device(fake):
+    done = fake.run("attach", "wb", "--cache", "/dev/null")
+    assert done.returncode == OPERATIONAL
+    assert "already has a writeboost target" in done.stderr
+    assert fake.get("inactive") is None
+
+
+def some_block_device():
+    """A block device of this machine, as major:minor and its size in sectors."""
+    for entry in sorted(pathlib.Path("/sys/dev/block").glob("*")):
+        size = entry / "size"
+        if size.exists() and int(size.read_text()) > 0:
+            return entry.name, int(size.read_text())
+    pytest.skip("no block device in /sys/dev/block")
+
+
+def test_attach_refuses_a_cache_that_is_no_block_device(fake, tmp_path):
+    devno, sectors = some_block_device()
+    fake.put("live", f"0 {sectors} linear {devno} 0\n")
+    cache = tmp_path / "cache.img"
+    cache.write_bytes(bytes(4 << 20))
+    done = fake.run("attach", "wb", "--cache", cache)
+    assert done.returncode == REFUSED, done.stderr
+    assert "not a block device" in done.stderr
+    assert not any(c.startswith(("load", "suspend")) for c in fake.calls())
+
+
+def test_attach_option_errors_are_usage_errors(fake):
+    done = fake.run("attach", "wb", "--cache", "/dev/null", "-o", "no_such_key=1")
+    assert done.returncode == USAGE
+    assert done.stderr.startswith("wbctl: error: ")
+
+
+# attach's check of the cache device, on real block devices: loop devices
+# over files (the device-mapper device itself is the stand-in's).
+@pytest.fixture
+def loops():
+    if shutil.which("losetup") is None:
+        cannot_run("losetup is not installed: wbctl attach's cache checks need loop devices")
+    made = []
+
+    def attach(path):
+        result = subprocess.run(["losetup", "--find", "--show", str(path)], capture_output=True, text=True)
+        if result.returncode != 0:
+            cannot_run(f"loop devices are not available here: {result.stderr.strip()}")
+        made.append(result.stdout.strip())
+        return made[-1]
+
+    yield attach
+    for loop in reversed(made):
+        subprocess.run(["losetup", "-d", loop], capture_output=True)
+
+
+def devno(path):
+    rdev = os.stat(path).st_rdev
+    return f"{os.major(rdev)}:{os.minor(rdev)}"
+
+
+@pytest.fixture
+def linear(fake, loops, tmp_path):
+    """The stand-in's device as a linear mapping of a whole loop device."""
+    backing = tmp_path / "backing.img"
+    backing.write_bytes(bytes(8 << 20))
+    loop = loops(backing)
+    fake.put("live", f"0 {(8 << 20) // 512} linear {devno(loop)} 0\n")
+    return loop
+
+
+def cache_image(tmp_path, head=b""):
+    path = tmp_path / "cache.img"
+    path.write_bytes(head + bytes((4 << 20) - len(head)))
+    return path
+
+
+def test_attach_a_blank_cache(fake, linear, loops, tmp_path):
+    cache = loops(cache_image(tmp_path))
+    done = fake.run("attach", "wb", "--cache", cache, "-o", "writeback_threshold=70", "--json")
+    assert done.returncode == OK, done.stderr
+    live = fake.get("live").split()
+    assert live[2:6] == ["writeboost", devno(linear), cache, "2"], live
+    doc = json.loads(done.stdout)
+    validate(doc)
+    assert doc["cache"]["forced"] is False and doc["cache"]["devno"] == devno(cache)
+    assert "suspend --nolockfs wb" in fake.calls()
+
+
+def test_attach_refuses_a_file_system_and_force_wipes_it(fake, linear, loops, tmp_path):
+    ext4 = bytearray(4096)
+    ext4[1080:1082] = b"\x53\xef"
+    image = cache_image(tmp_path, bytes(ext4) + b"\x01" * 4096)
+    cache = loops(image)
+    before = sha256(image)
+    done = fake.run("attach", "wb", "--cache", cache)
+    assert done.returncode == REFUSED, done.stderr
+    assert "ext2/3/4" in done.stderr
+    assert sha256(image) == before
+    assert not any(c.startswith(("load", "suspend")) for c in fake.calls())
+
+    done = fake.run("attach", "wb", "--cache", cache, "--force")
+    assert done.returncode == OK, done.stderr
+    assert "--force zeroed" in done.stderr
+    assert image.read_bytes()[: 1 << 20] == bytes(1 << 20)
+    assert fake.get("live").split()[2] == "writeboost"
+
+
+def test_attach_refuses_the_backing_device_as_cache(fake, linear):
+    done = fake.run("attach", "wb", "--cache", linear)
+    assert done.returncode == REFUSED, done.stderr
+    assert fake.get("live").split()[2] == "linear"

@@ -1,0 +1,670 @@
+// control.hpp: wbctl's table lines, the cache check's rule, the flush
+// progress, and the steps of flush, detach and attach against a fake
+// System that plays device-mapper (a live table, an inactive one, suspend)
+// and records every call, with its failures switched on one at a time.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <fmt/format.h>
+
+#include "wbkit/control.hpp"
+#include "wbkit/format.hpp"
+
+using namespace wbkit;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The state of one writeboost instance, as its status line says it.
+struct WbState {
+	std::uint64_t current_id = 10;
+	std::uint64_t last_flushed_id = 9;
+	std::uint64_t last_writeback_id = 2;
+	std::uint64_t dirty = 500;
+	bool wbkit = false;
+	bool dead = false;
+};
+
+std::string status_params(const WbState& s)
+{
+	std::string line = fmt::format("7 32512 256 {} {} {} {}", s.current_id, s.last_flushed_id, s.last_writeback_id,
+				       s.dirty);
+	for (int i = 0; i < 16; ++i)
+		line += " 0";
+	line += " 3";
+	if (s.wbkit)
+		line += fmt::format(" 12 writeback_threshold 0 nr_cur_batched_writeback 0 sync_data_interval 0 "
+				    "update_sb_record_interval 0 read_cache_threshold 0 dead {}",
+				    s.dead ? 1 : 0);
+	else
+		line += " 10 writeback_threshold 0 nr_cur_batched_writeback 0 sync_data_interval 0 "
+			"update_sb_record_interval 0 read_cache_threshold 0";
+	return line;
+}
+
+class FakeSystem;
+
+class FakeMessage : public PendingMessage {
+public:
+	FakeMessage(FakeSystem& system, int polls, int status) : system_(system), polls_(polls), status_(status) {}
+	std::optional<ProgramOutput> poll() override;
+	ProgramOutput stop() override;
+
+private:
+	FakeSystem& system_;
+	int polls_; // polls before it ends; -1: never
+	int status_;
+	bool ended_ = false;
+};
+
+class FakeSystem : public System {
+public:
+	std::string live = "0 2097152 writeboost 254:0 254:16";
+	std::optional<std::string> inactive;
+	bool suspended = false;
+	WbState wb;
+	std::vector<std::string> calls;
+	Clock::time_point time{};
+
+	// Switched on by a test:
+	bool fail_suspend = false;
+	bool fail_load = false;
+	int fail_resumes = 0;                 // the next N resumes fail
+	bool resume_swaps_on_failure = false; // dm swapped before the preresume failed
+	bool fail_wipe = false;
+	std::uint64_t backing_sectors = 2097152;
+	// Each drop_caches: polls until it ends (-1 never) and its exit status;
+	// what it does to the state when it ends.
+	std::deque<std::pair<int, int>> messages;
+	std::function<void(WbState&)> on_message_done = [](WbState& s) {
+		s.last_writeback_id = s.current_id;
+		s.dirty = 0;
+	};
+	// Called at every status: new writes (while live).
+	std::function<void(WbState&)> on_status;
+	int messages_stopped = 0;
+	bool suspended_with_lockfs = true;
+	std::chrono::milliseconds suspend_takes{40};
+
+	std::string table(const std::string& name) override
+	{
+		calls.push_back("table " + name);
+		return live + "\n";
+	}
+	std::string status(const std::string& name) override
+	{
+		calls.push_back("status " + name);
+		if (on_status && !suspended)
+			on_status(wb);
+		const auto words = live.substr(0, live.find(' ', live.find(' ', live.find(' ') + 1) + 1));
+		if (live.find(" writeboost ") == std::string::npos)
+			return live + "\n"; // linear: dmsetup prints no parameters, close enough
+		return words + " " + status_params(wb) + "\n";
+	}
+	void suspend(const std::string& name, bool lockfs) override
+	{
+		calls.push_back("suspend " + name);
+		suspended_with_lockfs = lockfs;
+		if (fail_suspend)
+			throw DmsetupError("suspend failed");
+		suspended = true;
+		time += suspend_takes;
+	}
+	void resume(const std::string& name) override
+	{
+		calls.push_back("resume " + name);
+		if (fail_resumes > 0) {
+			--fail_resumes;
+			if (resume_swaps_on_failure && inactive) {
+				live = *inactive;
+				inactive.reset();
+			}
+			throw DmsetupError("resume failed");
+		}
+		if (inactive) {
+			live = *inactive;
+			inactive.reset();
+		}
+		suspended = false;
+		time += 5ms;
+	}
+	void load(const std::string& name, const std::string& line) override
+	{
+		calls.push_back("load " + name + " " + line);
+		if (fail_load)
+			throw DmsetupError("load failed");
+		inactive = line;
+	}
+	void clear(const std::string& name) override
+	{
+		calls.push_back("clear " + name);
+		inactive.reset();
+	}
+	std::unique_ptr<PendingMessage> start_drop_caches(const std::string& name) override
+	{
+		calls.push_back(std::string("drop_caches ") + name + (suspended ? " (suspended)" : ""));
+		auto [polls, status] = messages.empty() ? std::pair{1, 0} : messages.front();
+		if (!messages.empty())
+			messages.pop_front();
+		return std::make_unique<FakeMessage>(*this, polls, status);
+	}
+	void flush_device(const std::string& name) override { calls.push_back("fsync " + name); }
+	std::uint64_t device_sectors(const std::string& devno) override
+	{
+		calls.push_back("sectors " + devno);
+		return backing_sectors;
+	}
+	void wipe_cache(const std::string& devno) override
+	{
+		calls.push_back("wipe " + devno);
+		if (fail_wipe)
+			throw IoError("cannot open", "/dev/vdb", 16);
+	}
+	Clock::time_point now() override { return time; }
+	void sleep(std::chrono::milliseconds d) override { time += d; }
+
+	bool called(std::string_view prefix) const
+	{
+		for (const std::string& c : calls)
+			if (c.rfind(prefix, 0) == 0)
+				return true;
+		return false;
+	}
+};
+
+std::optional<ProgramOutput> FakeMessage::poll()
+{
+	if (ended_)
+		return ProgramOutput{status_, "", status_ ? "device-mapper: message ioctl failed: Device or resource busy\n" : ""};
+	if (polls_ < 0 || --polls_ > 0)
+		return std::nullopt;
+	ended_ = true;
+	if (status_ == 0)
+		system_.on_message_done(system_.wb);
+	return poll();
+}
+
+ProgramOutput FakeMessage::stop()
+{
+	if (!ended_) {
+		++system_.messages_stopped;
+		ended_ = true;
+		status_ = 143;
+	}
+	return {status_, "", ""};
+}
+
+WbStatus status_of(const WbState& s) { return parse_wb_status(status_params(s)); }
+
+SwitchOptions quick()
+{
+	SwitchOptions o;
+	o.flush.poll_interval = 100ms;
+	o.flush_rounds = 1;
+	return o;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// Table lines
+
+TEST(ControlTable, SingleTarget)
+{
+	const DmTargetLine line = single_target("0 2097152 writeboost 254:0 254:16 2 writeback_threshold 70\n", "wb");
+	EXPECT_EQ(line.type, "writeboost");
+	EXPECT_EQ(line.length, 2097152u);
+	EXPECT_EQ(parse_wb_table(line.params).backing, "254:0");
+	EXPECT_THROW(single_target("", "wb"), Error);
+	EXPECT_THROW(single_target("0 10 linear 8:0 0\n10 10 linear 8:1 0\n", "wb"), Error);
+	EXPECT_THROW(single_target("8 10 linear 8:0 0\n", "wb"), Error);
+	EXPECT_THROW(single_target("garbage\n", "wb"), Error);
+}
+
+TEST(ControlTable, Lines)
+{
+	EXPECT_EQ(linear_table_line(2097152, "254:0"), "0 2097152 linear 254:0 0");
+	EXPECT_EQ(writeboost_table_line(100, "254:0", "/dev/vdb", {}), "0 100 writeboost 254:0 /dev/vdb");
+	EXPECT_EQ(writeboost_table_line(100, "254:0", "/dev/vdb", {{"writeback_threshold", "70"}, {"sync_data_interval", "5"}}),
+		  "0 100 writeboost 254:0 /dev/vdb 4 writeback_threshold 70 sync_data_interval 5");
+	auto linear = parse_linear_params("254:0 0");
+	ASSERT_TRUE(linear);
+	EXPECT_EQ(linear->device, "254:0");
+	EXPECT_EQ(linear->offset, 0u);
+	EXPECT_FALSE(parse_linear_params("254:0"));
+	EXPECT_FALSE(parse_linear_params("254:0 x"));
+}
+
+TEST(ControlTable, Options)
+{
+	const std::vector<std::string> words{"writeback_threshold=70", "Read_Cache_Threshold=31"};
+	auto args = parse_table_options(words);
+	ASSERT_EQ(args.size(), 2u);
+	EXPECT_EQ(args[1].first, "read_cache_threshold");
+	EXPECT_EQ(args[1].second, "31");
+	const std::vector<std::string> unknown{"cache_size=3"};
+	EXPECT_THROW(parse_table_options(unknown), UsageError);
+	const std::vector<std::string> not_number{"writeback_threshold=x"};
+	EXPECT_THROW(parse_table_options(not_number), UsageError);
+	const std::vector<std::string> no_eq{"writeback_threshold"};
+	EXPECT_THROW(parse_table_options(no_eq), UsageError);
+}
+
+// ---------------------------------------------------------------------------
+// The cache check's rule
+
+TEST(ControlCache, Classify)
+{
+	std::vector<std::byte> b0(4096), b1(4096), b64(4096);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::blank);
+
+	const std::uint32_t magic = superblock_magic;
+	std::memcpy(b0.data(), &magic, 4); // little-endian host
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::writeboost);
+	const std::uint32_t flipped = magic ^ 0x11;
+	std::memcpy(b0.data(), &flipped, 4);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "a damaged writeboost superblock");
+	std::memcpy(b0.data(), "junkjunk", 8);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "unknown data in sector 0");
+
+	std::fill(b0.begin(), b0.end(), std::byte{0});
+	b0[1080] = std::byte{0x53};
+	b0[1081] = std::byte{0xef}; // sector 0 stays zero, as with ext4
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::foreign);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "an ext2/3/4 file system");
+
+	std::fill(b0.begin(), b0.end(), std::byte{0});
+	std::memcpy(b64.data() + 64, "_BHRfS_M", 8);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "a btrfs file system");
+}
+
+// ---------------------------------------------------------------------------
+// Flush progress
+
+TEST(ControlFlush, ProgressMath)
+{
+	WbState s{.current_id = 12, .last_flushed_id = 11, .last_writeback_id = 2, .dirty = 1000};
+	const FlushGoal goal = flush_goal(status_of(s));
+	EXPECT_EQ(goal.start_dirty, 1000u);
+	EXPECT_EQ(goal.target_id, 12u);
+
+	FlushProgress p = flush_progress(goal, status_of(s));
+	EXPECT_EQ(p.segments_total, 10u);
+	EXPECT_EQ(p.segments_done, 0u);
+	EXPECT_FALSE(p.complete);
+	EXPECT_EQ(p.total_bytes, 1000u * 4096);
+	EXPECT_EQ(p.done_bytes, 0u);
+
+	s.last_writeback_id = 7;
+	s.current_id = 20; // new writes: the goal stays where it was
+	s.dirty = 1400;
+	p = flush_progress(goal, status_of(s));
+	EXPECT_EQ(p.segments_done, 5u);
+	EXPECT_DOUBLE_EQ(p.fraction, 0.5);
+	EXPECT_EQ(p.done_bytes, 500u * 4096);
+	EXPECT_EQ(p.dirty_left, 1400u);
+	EXPECT_FALSE(p.complete);
+
+	s.last_writeback_id = 12;
+	p = flush_progress(goal, status_of(s));
+	EXPECT_TRUE(p.complete); // everything dirty at the start is home
+	EXPECT_EQ(p.done_bytes, p.total_bytes);
+
+	s.last_writeback_id = 3;
+	s.dirty = 0;
+	EXPECT_TRUE(flush_progress(goal, status_of(s)).complete);
+}
+
+TEST(ControlFlush, NothingDirtySendsNoMessage)
+{
+	FakeSystem sys;
+	sys.wb.dirty = 0;
+	const FlushResult r = flush(sys, "wb", {});
+	EXPECT_EQ(r.end, FlushResult::End::done);
+	EXPECT_FALSE(sys.called("drop_caches"));
+}
+
+TEST(ControlFlush, MessageReturns)
+{
+	FakeSystem sys;
+	sys.messages = {{3, 0}};
+	std::vector<FlushProgress> seen;
+	FlushOptions o;
+	o.poll_interval = 100ms;
+	o.progress = [&](const FlushProgress& p) { seen.push_back(p); };
+	const FlushResult r = flush(sys, "wb", o);
+	EXPECT_EQ(r.end, FlushResult::End::done);
+	EXPECT_EQ(r.start_dirty, 500u);
+	EXPECT_EQ(r.dirty_left, 0u);
+	EXPECT_TRUE(sys.called("fsync wb"));
+	ASSERT_FALSE(seen.empty());
+	EXPECT_TRUE(seen.back().complete);
+	EXPECT_EQ(sys.messages_stopped, 0);
+}
+
+TEST(ControlFlush, GoalReachedUnderNewWritesStopsUpstreamsMessage)
+{
+	// Upstream's drop_caches waits for no dirty block at all; writes keep
+	// coming, but writeback passed every segment of the start.
+	FakeSystem sys;
+	sys.messages = {{-1, 0}};
+	sys.on_status = [](WbState& s) {
+		s.current_id += 1;
+		s.last_writeback_id += 3;
+		s.dirty = 40;
+	};
+	FlushOptions o;
+	o.poll_interval = 100ms;
+	const FlushResult r = flush(sys, "wb", o);
+	EXPECT_EQ(r.end, FlushResult::End::done);
+	EXPECT_EQ(sys.messages_stopped, 1);
+}
+
+TEST(ControlFlush, InterruptStopsTheMessageOnly)
+{
+	FakeSystem sys;
+	sys.messages = {{-1, 0}};
+	int asked = 0;
+	FlushOptions o;
+	o.interrupted = [&] { return ++asked > 3; };
+	const FlushResult r = flush(sys, "wb", o);
+	EXPECT_EQ(r.end, FlushResult::End::interrupted);
+	EXPECT_EQ(sys.messages_stopped, 1);
+	for (const std::string& c : sys.calls)
+		EXPECT_TRUE(c.rfind("status", 0) == 0 || c.rfind("table", 0) == 0 || c.rfind("fsync", 0) == 0 ||
+			    c.rfind("drop_caches", 0) == 0)
+			<< c;
+}
+
+TEST(ControlFlush, TimeoutAndFailure)
+{
+	FakeSystem sys;
+	sys.messages = {{-1, 0}};
+	FlushOptions o;
+	o.timeout = 2s;
+	EXPECT_EQ(flush(sys, "wb", o).end, FlushResult::End::timed_out);
+
+	FakeSystem busy;
+	busy.messages = {{2, 1}};
+	EXPECT_THROW(flush(busy, "wb", {}), DmsetupError);
+
+	FakeSystem dead;
+	dead.wb.wbkit = true;
+	dead.wb.dead = true;
+	EXPECT_THROW(flush(dead, "wb", {}), Error);
+	EXPECT_FALSE(dead.called("drop_caches"));
+}
+
+// ---------------------------------------------------------------------------
+// Detach
+
+TEST(ControlDetach, CleanAfterTheFlush)
+{
+	FakeSystem sys;
+	const SwitchResult r = detach(sys, "wb", quick());
+	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+	EXPECT_EQ(r.attempts, 1u);
+	EXPECT_EQ(r.stall, 45ms); // the fake's suspend and resume
+	EXPECT_EQ(r.old_table, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_TRUE(sys.called("wipe 254:16"));
+	EXPECT_FALSE(r.wipe_error);
+	EXPECT_FALSE(sys.suspended_with_lockfs); // --nolockfs unless asked
+	// Load (inactive), suspend, the write-back (the check), resume (the
+	// swap), and only then the wipe.
+	std::vector<std::string> tail(sys.calls.end() - 5, sys.calls.end());
+	EXPECT_EQ(tail, (std::vector<std::string>{"load wb 0 2097152 linear 254:0 0", "suspend wb",
+						  "drop_caches wb (suspended)", "resume wb", "wipe 254:16"}));
+}
+
+TEST(ControlDetach, WritesAfterTheFlushWrittenBackWhileSuspended)
+{
+	FakeSystem sys;
+	// The flush's message; then the suspend finds 30 new dirty blocks,
+	// which the suspended drop_caches writes back.
+	sys.messages = {{1, 0}, {2, 0}};
+	sys.on_message_done = [&](WbState& s) {
+		s.last_writeback_id = s.current_id;
+		s.dirty = 0;
+	};
+	int statuses = 0;
+	sys.on_status = [&](WbState& s) {
+		if (++statuses == 4) { // after the flush: writes came in
+			s.current_id += 1;
+			s.dirty = 30;
+		}
+	};
+	const SwitchResult r = detach(sys, "wb", quick());
+	EXPECT_TRUE(sys.called("drop_caches wb (suspended)"));
+	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
+	EXPECT_EQ(r.attempts, 1u);
+	EXPECT_FALSE(sys.suspended);
+}
+
+TEST(ControlDetach, TooSlowWhileSuspendedResumesAndFlushesAgain)
+{
+	FakeSystem sys;
+	// Flush; suspended write-back that does not end in time; flush again;
+	// the second suspend finds nothing dirty.
+	sys.messages = {{1, 0}, {-1, 0}, {1, 0}};
+	bool dirty_once = false;
+	sys.on_status = [&](WbState& s) {
+		if (!dirty_once && s.dirty == 0) {
+			dirty_once = true;
+			s.current_id += 1;
+			s.dirty = 5000;
+		}
+	};
+	SwitchOptions o = quick();
+	o.max_stall = 500ms;
+	const SwitchResult r = detach(sys, "wb", o);
+	EXPECT_EQ(r.attempts, 2u);
+	ASSERT_EQ(r.stalls.size(), 2u);
+	EXPECT_GE(r.stalls[0], 500ms);
+	EXPECT_EQ(sys.messages_stopped, 1);
+	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
+	// The way back to the writeboost table cleared the loaded linear one
+	// before it resumed (a resume would have swapped it in).
+	auto first_suspend = std::find(sys.calls.begin(), sys.calls.end(), "suspend wb");
+	auto clear = std::find(first_suspend, sys.calls.end(), "clear wb");
+	auto resume = std::find(first_suspend, sys.calls.end(), "resume wb");
+	EXPECT_LT(clear, resume);
+}
+
+TEST(ControlDetach, AttemptsRunOutLeavesTheDeviceAsItWas)
+{
+	FakeSystem sys;
+	sys.messages.assign(20, {-1, 0});
+	for (std::size_t i = 0; i < sys.messages.size(); i += 2)
+		sys.messages[i] = {1, 0}; // the flushes end, the suspended write-backs do not
+	sys.on_status = [](WbState& s) {
+		if (s.dirty == 0) {
+			s.current_id += 1;
+			s.dirty = 5000;
+		}
+	};
+	SwitchOptions o = quick();
+	o.attempts = 3;
+	o.max_stall = 300ms;
+	EXPECT_THROW(detach(sys, "wb", o), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+	EXPECT_FALSE(sys.called("wipe"));
+}
+
+TEST(ControlDetach, LoadFailsBeforeAnySuspend)
+{
+	FakeSystem sys;
+	sys.fail_load = true;
+	EXPECT_THROW(detach(sys, "wb", quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.called("suspend"));
+	EXPECT_FALSE(sys.called("wipe"));
+}
+
+TEST(ControlDetach, SuspendedWriteBackFailsClearsAndResumes)
+{
+	FakeSystem sys;
+	sys.wb.wbkit = true;
+	// The flush; then the suspended drop_caches fails (-EIO of a target
+	// that died).
+	sys.messages = {{1, 0}, {1, 1}};
+	EXPECT_THROW(detach(sys, "wb", quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+}
+
+TEST(ControlDetach, FlushRoundsUntilLittleIsLeft)
+{
+	FakeSystem sys;
+	// Each flush leaves what was written during it: fewer each round.
+	std::deque<std::uint64_t> left{400, 100, 20};
+	sys.on_message_done = [&](WbState& s) {
+		s.last_writeback_id = s.current_id;
+		s.current_id += 1;
+		s.dirty = left.empty() ? 0 : left.front();
+		if (!left.empty())
+			left.pop_front();
+	};
+	SwitchOptions o = quick();
+	o.flush_rounds = 4;
+	const SwitchResult r = detach(sys, "wb", o);
+	int flushes = 0;
+	for (const std::string& c : sys.calls)
+		flushes += c == "fsync wb";
+	EXPECT_EQ(flushes, 3); // 500 -> 400 -> 100 -> 20, small enough
+	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
+}
+
+TEST(ControlDetach, SuspendFailsResumes)
+{
+	FakeSystem sys;
+	sys.fail_suspend = true;
+	EXPECT_THROW(detach(sys, "wb", quick()), Error);
+	EXPECT_EQ(sys.calls.back(), "resume wb");
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+}
+
+TEST(ControlDetach, RefusesDeadAndOtherTargets)
+{
+	FakeSystem dead;
+	dead.wb.wbkit = true;
+	dead.wb.dead = true;
+	EXPECT_THROW(detach(dead, "wb", quick()), Error);
+	EXPECT_FALSE(dead.called("suspend"));
+
+	FakeSystem linear;
+	linear.live = "0 100 linear 254:0 0";
+	EXPECT_THROW(detach(linear, "wb", quick()), Error);
+	EXPECT_FALSE(linear.called("suspend"));
+}
+
+TEST(ControlDetach, InterruptedFlushThrowsBeforeAnySuspend)
+{
+	FakeSystem sys;
+	sys.messages = {{-1, 0}};
+	SwitchOptions o = quick();
+	o.flush.interrupted = [] { return true; };
+	EXPECT_THROW(detach(sys, "wb", o), InterruptedError);
+	EXPECT_FALSE(sys.called("suspend"));
+}
+
+TEST(ControlDetach, WipeFailureIsReportedNotThrown)
+{
+	FakeSystem sys;
+	sys.fail_wipe = true;
+	const SwitchResult r = detach(sys, "wb", quick());
+	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
+	ASSERT_TRUE(r.wipe_error);
+}
+
+// ---------------------------------------------------------------------------
+// Attach
+
+TEST(ControlAttach, LinearToWriteboost)
+{
+	FakeSystem sys;
+	sys.live = "0 2097152 linear 254:0 0";
+	std::string checked;
+	AttachRequest req{.cache = "/dev/vdb", .cache_devno = "254:16", .args = {{"writeback_threshold", "70"}}, .check_cache = {}};
+	req.check_cache = [&](const std::string& backing) { checked = backing; };
+	const SwitchResult r = attach(sys, "wb", req, quick());
+	EXPECT_EQ(checked, "254:0");
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 /dev/vdb 2 writeback_threshold 70");
+	EXPECT_EQ(r.stall, 45ms);
+	EXPECT_FALSE(sys.suspended);
+	std::vector<std::string> tail(sys.calls.end() - 3, sys.calls.end());
+	EXPECT_EQ(tail[0].rfind("load wb 0 2097152 writeboost", 0), 0u);
+	EXPECT_EQ(tail[1], "suspend wb");
+	EXPECT_EQ(tail[2], "resume wb");
+}
+
+TEST(ControlAttach, RefusesWhatIsNotAWholeLinearMapping)
+{
+	AttachRequest req{.cache = "/dev/vdb", .cache_devno = "254:16", .args = {}, .check_cache = {}};
+	FakeSystem wb;
+	EXPECT_THROW(attach(wb, "wb", req, quick()), Error);
+	FakeSystem offset;
+	offset.live = "0 1000 linear 254:0 8";
+	EXPECT_THROW(attach(offset, "wb", req, quick()), Error);
+	FakeSystem part;
+	part.live = "0 1000 linear 254:0 0";
+	EXPECT_THROW(attach(part, "wb", req, quick()), Error);
+	FakeSystem same;
+	same.live = "0 2097152 linear 254:16 0";
+	EXPECT_THROW(attach(same, "wb", req, quick()), RefusedError);
+	for (FakeSystem* s : {&wb, &offset, &part, &same})
+		EXPECT_FALSE(s->called("load") || s->called("suspend"));
+}
+
+TEST(ControlAttach, CheckRefusalChangesNothing)
+{
+	FakeSystem sys;
+	sys.live = "0 2097152 linear 254:0 0";
+	AttachRequest req{.cache = "/dev/vdb", .cache_devno = "254:16", .args = {}, .check_cache = {}};
+	req.check_cache = [](const std::string&) { throw RefusedError("holds an ext2/3/4 file system"); };
+	EXPECT_THROW(attach(sys, "wb", req, quick()), RefusedError);
+	EXPECT_FALSE(sys.called("load"));
+}
+
+TEST(ControlAttach, TargetRefusesTheTable)
+{
+	FakeSystem sys;
+	sys.live = "0 2097152 linear 254:0 0";
+	sys.fail_load = true;
+	AttachRequest req{.cache = "/dev/vdb", .cache_devno = "254:16", .args = {}, .check_cache = {}};
+	EXPECT_THROW(attach(sys, "wb", req, quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
+	EXPECT_FALSE(sys.called("suspend"));
+	EXPECT_FALSE(sys.suspended);
+}
+
+TEST(ControlAttach, FailedResumePutsTheLinearTableBack)
+{
+	FakeSystem sys;
+	sys.live = "0 2097152 linear 254:0 0";
+	sys.fail_resumes = 1;
+	sys.resume_swaps_on_failure = true;
+	AttachRequest req{.cache = "/dev/vdb", .cache_devno = "254:16", .args = {}, .check_cache = {}};
+	EXPECT_THROW(attach(sys, "wb", req, quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 linear 254:0 0");
+	EXPECT_FALSE(sys.suspended);
+}
+
+TEST(ControlJson, Documents)
+{
+	SwitchResult r;
+	r.stall = 120ms;
+	r.stalls = {120ms};
+	r.old_table = "0 8 writeboost 254:0 254:16";
+	r.new_table = "0 8 linear 254:0 0";
+	const std::string doc = switch_result_json("detach", "wb", r);
+	EXPECT_NE(doc.find("\"schema\": \"wbctl/1\""), std::string::npos);
+	EXPECT_NE(doc.find("\"stall_ms\": 120"), std::string::npos);
+	EXPECT_NE(doc.find("\"cache_wiped\": true"), std::string::npos);
+}
