@@ -15,7 +15,7 @@
 # out with the reason (VM_UPSTREAM_WHY) and the dm-wbkit parts still run.
 # The initramfs (its own, in BUILD_DIR/<KERNEL>/vm-work) takes the kernel's
 # modules from the chroot, unpacking .ko.xz (tests/vm/lib.sh).
-# BUILD_DIR/<KERNEL>/summary is one line for kmod/README.md's table.
+# BUILD_DIR/<KERNEL>/summary is one row of kmod/README.md's table (markdown).
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
@@ -50,8 +50,8 @@ vm_build_modules "$root" "$kdir" "$kver" "$out" "$chroot" "$upstream_src" || wbk
 # The compiler the kernel was built with, which the suite's headers use too.
 compiler=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\(.*\)"$/\1/p' "$chroot$kdir/.config")
 summary_line() {
-	printf '%s | %s | %s | dm-wbkit builds: %s | %s | upstream %s\n' \
-		"$(date -u +%Y-%m-%d)" "$name" "$kver (${compiler:-compiler unknown})" "$wbkit_builds" "$1" "$upstream_builds" |
+	printf '| %s | %s | %s | %s | %s | %s | %s |\n' \
+		"$kver" "$name" "${compiler:-unknown}" "$wbkit_builds" "$1" "$upstream_builds" "$(date -u +%Y-%m-%d)" |
 		tee "$out/summary"
 }
 upstream_builds=yes
