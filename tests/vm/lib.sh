@@ -419,7 +419,8 @@ vm_run() {
 			"${drives[@]}" </dev/null >"$VM_LOG" 2>&1 &
 		qpid=$!
 		while kill -0 "$qpid" 2>/dev/null; do
-			grep -q 'WB: guest_start=' "$VM_LOG" && break
+			# 2>/dev/null: qemu's shell may not have created the log yet.
+			grep -q 'WB: guest_start=' "$VM_LOG" 2>/dev/null && break
 			if [ $((SECONDS - started)) -ge $((VM_BOOT_LIMIT * VM_TIMEOUT_SCALE)) ]; then
 				vm_log "the guest did not reach init in $((SECONDS - started))s (last output: $(tr -d '\r' <"$VM_LOG" | grep -a . | tail -n 1 | cut -c1-80)); attempt $attempt"
 				pkill -KILL -P "$qpid" 2>/dev/null
