@@ -285,6 +285,18 @@ std::pair<unsigned, unsigned> parse_devno(const std::string& devno)
 	return {unsigned(*major), unsigned(*minor)};
 }
 
+// Zeroes the first MiB of a cache device (all of a smaller one): its
+// superblock and first segments, so that the target formats it instead of
+// replaying an old log.
+void zero_cache_head(const std::string& path)
+{
+	auto device = open_device(path, {.writable = true, .direct = true, .exclusive = true});
+	const std::uint64_t bytes = std::min<std::uint64_t>(device->size_bytes(), 1 << 20);
+	AlignedBuffer zeros{std::size_t(bytes)};
+	device->write_exact(0, zeros.span());
+	device->flush_or_throw();
+}
+
 } // namespace
 
 DmsetupSystem::DmsetupSystem(std::string program) : program_(find_program(program)) {}
@@ -343,15 +355,7 @@ std::uint64_t DmsetupSystem::device_sectors(const std::string& devno)
 	return *sectors;
 }
 
-void DmsetupSystem::wipe_cache(const std::string& devno)
-{
-	const std::string path = block_device_path(devno);
-	auto device = open_device(path, {.writable = true, .direct = true, .exclusive = true});
-	const std::uint64_t bytes = std::min<std::uint64_t>(device->size_bytes(), 1 << 20);
-	AlignedBuffer zeros{std::size_t(bytes)};
-	device->write_exact(0, zeros.span());
-	device->flush_or_throw();
-}
+void DmsetupSystem::wipe_cache(const std::string& devno) { zero_cache_head(block_device_path(devno)); }
 
 void DmsetupSystem::sleep(std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); }
 
@@ -410,10 +414,7 @@ CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::
 	check.overridden = fmt::format("{} held {}: --force zeroed its first MiB, the target formats it", path,
 				       check.content.what);
 	device.reset();
-	device = open_device(path, {.writable = true, .direct = true, .exclusive = true});
-	AlignedBuffer zeros(1 << 20);
-	device->write_exact(0, zeros.span());
-	device->flush_or_throw();
+	zero_cache_head(path);
 	return check;
 }
 
