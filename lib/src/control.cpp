@@ -17,37 +17,11 @@
 
 #include "wbkit/device.hpp"
 #include "wbkit/format.hpp"
+#include "words.hpp"
 
 namespace wbkit {
 
 namespace {
-
-std::vector<std::string_view> words_of(std::string_view text)
-{
-	std::vector<std::string_view> words;
-	std::size_t i = 0;
-	while (i < text.size()) {
-		while (i < text.size() && std::strchr(" \t\r\n", text[i]))
-			++i;
-		const std::size_t start = i;
-		while (i < text.size() && !std::strchr(" \t\r\n", text[i]))
-			++i;
-		if (i > start)
-			words.push_back(text.substr(start, i - start));
-	}
-	return words;
-}
-
-std::optional<std::uint64_t> decimal(std::string_view token)
-{
-	if (token.empty() || token.size() > 20)
-		return std::nullopt;
-	std::uint64_t value = 0;
-	auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value, 10);
-	if (ec != std::errc() || end != token.data() + token.size())
-		return std::nullopt;
-	return value;
-}
 
 std::string trimmed(std::string text)
 {

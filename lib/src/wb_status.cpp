@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "wbkit/format.hpp"
+#include "words.hpp"
 
 namespace wbkit {
 
@@ -18,34 +19,6 @@ constexpr const char* fixed_field_names[fixed_status_fields] = {
 	"cursor_pos", "nr_cache_blocks", "nr_segments", "current_id", "last_flushed_id", "last_writeback_id",
 	"nr_dirty_cache_blocks", "stat0", "stat1", "stat2", "stat3", "stat4", "stat5", "stat6", "stat7", "stat8",
 	"stat9", "stat10", "stat11", "stat12", "stat13", "stat14", "stat15", "nr_partial_flushed"};
-
-std::vector<std::string_view> tokens_of(std::string_view text)
-{
-	std::vector<std::string_view> tokens;
-	std::size_t i = 0;
-	while (i < text.size()) {
-		while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
-			++i;
-		std::size_t start = i;
-		while (i < text.size() && !(text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
-			++i;
-		if (i > start)
-			tokens.push_back(text.substr(start, i - start));
-	}
-	return tokens;
-}
-
-// A decimal number in [0, 2^64 - 1], digits only, as the kernel prints them.
-std::optional<std::uint64_t> decimal(std::string_view token)
-{
-	if (token.empty() || token.size() > 20)
-		return std::nullopt;
-	std::uint64_t value = 0;
-	auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value, 10);
-	if (ec != std::errc() || end != token.data() + token.size() || token.front() == '-' || token.front() == '+')
-		return std::nullopt;
-	return value;
-}
 
 // What a constructor reads as a number (the kernel's kstrtouint: an optional
 // '+', then decimal digits).
@@ -114,7 +87,7 @@ std::optional<bool> WbStatus::dead() const
 
 WbStatus parse_wb_status(std::string_view params)
 {
-	const auto tokens = tokens_of(params);
+	const auto tokens = words_of(params);
 	if (tokens.size() < fixed_status_fields + 1)
 		throw StatusFormatError(fmt::format("a writeboost status has at least {} fields (24 numbers and a count), "
 						    "this one has {}",
@@ -177,7 +150,7 @@ std::optional<std::uint64_t> WbTable::arg(std::string_view key) const
 
 WbTable parse_wb_table(std::string_view params)
 {
-	const auto tokens = tokens_of(params);
+	const auto tokens = words_of(params);
 	if (tokens.size() < 2)
 		throw StatusFormatError("a writeboost table names the backing device and the cache device; this one "
 					"has " +
@@ -206,7 +179,7 @@ std::optional<DmTargetLine> split_dm_line(std::string_view line)
 {
 	// `<start> <length> <type> <params>`, the type a word, not a number.
 	auto target_part = [](std::string_view text) -> std::optional<DmTargetLine> {
-		const auto tokens = tokens_of(text.substr(0, std::min<std::size_t>(text.size(), 256)));
+		const auto tokens = words_of(text.substr(0, std::min<std::size_t>(text.size(), 256)));
 		if (tokens.size() < 3)
 			return std::nullopt;
 		auto start = decimal(tokens[0]);
@@ -284,7 +257,7 @@ std::vector<WbDevice> read_dmsetup_output(std::string_view text, std::string_vie
 			continue;
 		auto dm = split_dm_line(line);
 		if (!dm) {
-			const auto tokens = tokens_of(line);
+			const auto tokens = words_of(line);
 			if (!decimal(tokens.front()))
 				throw StatusFormatError(
 					where(n) + "neither a line of dmsetup status or dmsetup table nor a writeboost "
@@ -304,7 +277,7 @@ std::vector<WbDevice> read_dmsetup_output(std::string_view text, std::string_vie
 		}
 		if (dm->type != "writeboost")
 			continue;
-		const auto params = tokens_of(dm->params);
+		const auto params = words_of(dm->params);
 		if (params.empty())
 			throw StatusFormatError(where(n) + "a writeboost line without parameters");
 		if (decimal(params.front())) {
@@ -356,7 +329,7 @@ std::optional<std::uint64_t> WbErrorCounts::count(std::string_view name) const
 
 WbErrorCounts parse_error_counts(std::string_view reply)
 {
-	const auto tokens = tokens_of(reply);
+	const auto tokens = words_of(reply);
 	if (tokens.empty())
 		throw StatusFormatError("an empty reply");
 	if (tokens.size() % 2)
@@ -490,6 +463,35 @@ std::optional<WbRates> wb_rates(const WbDevice& before, const WbDevice& after, d
 			r.errors = std::move(deltas);
 	}
 	return r;
+}
+
+// words.hpp
+
+std::vector<std::string_view> words_of(std::string_view text)
+{
+	std::vector<std::string_view> tokens;
+	std::size_t i = 0;
+	while (i < text.size()) {
+		while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
+			++i;
+		std::size_t start = i;
+		while (i < text.size() && !(text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
+			++i;
+		if (i > start)
+			tokens.push_back(text.substr(start, i - start));
+	}
+	return tokens;
+}
+
+std::optional<std::uint64_t> decimal(std::string_view token)
+{
+	if (token.empty() || token.size() > 20)
+		return std::nullopt;
+	std::uint64_t value = 0;
+	auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value, 10);
+	if (ec != std::errc() || end != token.data() + token.size() || token.front() == '-' || token.front() == '+')
+		return std::nullopt;
+	return value;
 }
 
 } // namespace wbkit
