@@ -76,6 +76,27 @@ private:
 	posix_spawnattr_t attributes_;
 };
 
+// Starts argv[0] with stdin from /dev/null and stdout and stderr into the
+// write ends of out and err, which it closes here (the read ends stay).
+pid_t spawn_piped(const std::vector<std::string>& argv, bool own_process_group, Pipe& out, Pipe& err)
+{
+	SpawnAttributes attributes(own_process_group);
+	SpawnActions actions;
+	::posix_spawn_file_actions_addopen(actions.get(), 0, "/dev/null", O_RDONLY, 0);
+	::posix_spawn_file_actions_adddup2(actions.get(), out.fd[1], 1);
+	::posix_spawn_file_actions_adddup2(actions.get(), err.fd[1], 2);
+	std::vector<char*> args;
+	for (const std::string& a : argv)
+		args.push_back(const_cast<char*>(a.c_str()));
+	args.push_back(nullptr);
+	pid_t pid = 0;
+	if (int rc = ::posix_spawn(&pid, argv[0].c_str(), actions.get(), attributes.get(), args.data(), environ); rc != 0)
+		throw IoError("cannot run", argv[0], rc);
+	out.close_write();
+	err.close_write();
+	return pid;
+}
+
 int wait_status(int wstatus)
 {
 	return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
@@ -116,20 +137,7 @@ ProgramOutput run_program(const std::vector<std::string>& argv, bool own_process
 	if (argv.empty())
 		throw Error("run_program: no program");
 	Pipe out, err;
-	SpawnAttributes attributes(own_process_group);
-	SpawnActions actions;
-	::posix_spawn_file_actions_addopen(actions.get(), 0, "/dev/null", O_RDONLY, 0);
-	::posix_spawn_file_actions_adddup2(actions.get(), out.fd[1], 1);
-	::posix_spawn_file_actions_adddup2(actions.get(), err.fd[1], 2);
-	std::vector<char*> args;
-	for (const std::string& a : argv)
-		args.push_back(const_cast<char*>(a.c_str()));
-	args.push_back(nullptr);
-	pid_t pid = 0;
-	if (int rc = ::posix_spawn(&pid, argv[0].c_str(), actions.get(), attributes.get(), args.data(), environ); rc != 0)
-		throw IoError("cannot run", argv[0], rc);
-	out.close_write();
-	err.close_write();
+	const pid_t pid = spawn_piped(argv, own_process_group, out, err);
 
 	ProgramOutput result;
 	pollfd fds[2] = {{out.fd[0], POLLIN, 0}, {err.fd[0], POLLIN, 0}};
@@ -169,20 +177,7 @@ RunningProgram::RunningProgram(const std::vector<std::string>& argv)
 	if (argv.empty())
 		throw Error("RunningProgram: no program");
 	Pipe out, err;
-	SpawnAttributes attributes(true);
-	SpawnActions actions;
-	::posix_spawn_file_actions_addopen(actions.get(), 0, "/dev/null", O_RDONLY, 0);
-	::posix_spawn_file_actions_adddup2(actions.get(), out.fd[1], 1);
-	::posix_spawn_file_actions_adddup2(actions.get(), err.fd[1], 2);
-	std::vector<char*> args;
-	for (const std::string& a : argv)
-		args.push_back(const_cast<char*>(a.c_str()));
-	args.push_back(nullptr);
-	if (int rc = ::posix_spawn(&pid_, argv[0].c_str(), actions.get(), attributes.get(), args.data(), environ);
-	    rc != 0)
-		throw IoError("cannot run", argv[0], rc);
-	out.close_write();
-	err.close_write();
+	pid_ = spawn_piped(argv, true, out, err);
 	// Ours now: the Pipe objects must not close them.
 	out_ = out.fd[0];
 	err_ = err.fd[0];
