@@ -19,10 +19,7 @@ set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
-[ -n "$(_vm_guest_tool_files | grep /wbstat$)" ] || {
-	echo "skip: wbstat not built in ${WBKIT_BUILD_DIR:-$WBKIT_ROOT/build}/tools/wbstat"
-	exit 77
-}
+wbkit_need_guest_tool wbstat
 VM_TIMEOUT=480
 
 work=$(mktemp -d "$VM_WORK/wbstat.XXXXXX")

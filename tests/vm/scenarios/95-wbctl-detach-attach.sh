@@ -22,10 +22,7 @@ set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
-[ -n "$(_vm_guest_tool_files | grep /wbctl$)" ] || {
-	echo "skip: wbctl not built in ${WBKIT_BUILD_DIR:-$WBKIT_ROOT/build}/tools/wbctl"
-	exit 77
-}
+wbkit_need_guest_tool wbctl
 VM_TIMEOUT=300
 
 work=$(mktemp -d "$VM_WORK/wbctl.XXXXXX")
