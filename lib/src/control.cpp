@@ -759,6 +759,7 @@ void wipe_old_cache(System& system, const std::string& devno, const SwitchOption
 		return;
 	try {
 		system.wipe_cache(devno);
+		result.cache_wiped = true;
 	} catch (const Error& e) {
 		result.wipe_error = e.what();
 	}
@@ -778,6 +779,27 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 	return result;
 }
 
+std::vector<std::pair<std::string, std::string>> live_table_args(const WbTarget& target)
+{
+	std::vector<std::pair<std::string, std::string>> args = target.table.args;
+	for (const char* key : {"writeback_threshold", "sync_data_interval", "update_sb_record_interval",
+				"read_cache_threshold"}) {
+		const auto running = target.status.pair(key);
+		if (!running || *running == target.table.arg(key).value_or(0))
+			continue;
+		const std::string value = std::to_string(*running);
+		bool written = false;
+		for (auto& [k, v] : args)
+			if (k == key) {
+				v = value; // every copy: the constructor takes the last
+				written = true;
+			}
+		if (!written)
+			args.emplace_back(key, value);
+	}
+	return args;
+}
+
 SwitchResult replace_cache(System& system, const std::string& name, const ReplaceRequest& request,
 			   const SwitchOptions& options)
 {
@@ -794,7 +816,7 @@ SwitchResult replace_cache(System& system, const std::string& name, const Replac
 		request.check_cache(target.table.backing, target.table.cache);
 	drain_and_switch(system, name, target,
 			 {.new_table = writeboost_table_line(target.line.length, target.table.backing, request.cache,
-							     target.table.args),
+							     live_table_args(target)),
 			  .kind = "writeboost"},
 			 options, result);
 	say(options, fmt::format("{} now has the table: {}", name, result.new_table));
@@ -827,7 +849,7 @@ SwitchResult set_mode(System& system, const std::string& name, bool write_around
 			"wiped cache) instead",
 			name));
 	std::vector<std::pair<std::string, std::string>> args;
-	for (const auto& kv : target.table.args)
+	for (const auto& kv : live_table_args(target))
 		if (kv.first != "write_around_mode")
 			args.push_back(kv);
 	args.emplace_back("write_around_mode", write_around ? "1" : "0");
@@ -959,7 +981,7 @@ std::string switch_result_json(std::string_view command, std::string_view name, 
 	if (result.drained || command == "detach" || command == "replace-cache" || command == "mode")
 		doc["flush"] = flush_json(result.flushed);
 	if (command == "detach" || command == "replace-cache") {
-		doc["cache_wiped"] = !result.wipe_error.has_value();
+		doc["cache_wiped"] = result.cache_wiped; // false with --keep-cache
 		if (result.wipe_error)
 			doc["wipe_error"] = *result.wipe_error;
 	}

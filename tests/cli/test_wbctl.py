@@ -44,9 +44,14 @@ FAKE = textwrap.dedent("""\
         else:
             dirty = int(read("dirty", "0"))
             wb = int(read("wb_id", "2"))
+            # The tunables run as the table gave them (0 when absent).
+            opts = dict(zip(live[6::2], live[7::2]))
+            t = lambda key: opts.get(key, "0")
             sys.stdout.write(f"0 {live[1]} writeboost 7 32512 256 10 9 {wb} {dirty}" + " 0" * 16 +
-                             " 3 10 writeback_threshold 0 nr_cur_batched_writeback 0 sync_data_interval 0"
-                             " update_sb_record_interval 0 read_cache_threshold 0\\n")
+                             f" 3 10 writeback_threshold {t('writeback_threshold')} nr_cur_batched_writeback 0"
+                             f" sync_data_interval {t('sync_data_interval')}"
+                             f" update_sb_record_interval {t('update_sb_record_interval')}"
+                             f" read_cache_threshold {t('read_cache_threshold')}\\n")
     elif cmd == "suspend":
         (d / "suspended").write_text("1")
     elif cmd == "resume":
@@ -138,6 +143,7 @@ def test_detach_json(fake):
     assert doc["schema"] == "wbctl/1" and doc["command"] == "detach"
     assert doc["new_table"] == "0 2097152 linear 4094:0 0"
     assert doc["flush"]["end"] == "done" and doc["flush"]["start_dirty_blocks"] == 500
+    assert doc["cache_wiped"] is False  # --keep-cache
 
 
 def test_detach_that_cannot_wipe_the_cache_says_so(fake):
@@ -339,6 +345,7 @@ def test_replace_cache_json(fake, loops, tmp_path):
     validate(doc)
     assert doc["command"] == "replace-cache" and doc["cache"]["devno"] == devno(cache)
     assert doc["flush"]["start_dirty_blocks"] == 500 and doc["old_table"] == WB_TABLE.strip()
+    assert doc["cache_wiped"] is False  # --keep-cache
 
 
 def test_replace_cache_that_cannot_wipe_the_old_cache_says_so(fake, loops, tmp_path):
@@ -439,3 +446,18 @@ def test_mode_refuses_upstream_write_around_with_read_caching(fake):
     assert done.returncode == REFUSED, done.stderr
     assert "detach" in done.stderr
     assert not any(c.startswith(("load", "suspend")) for c in fake.calls())
+
+
+def test_replace_cache_keeps_a_tunable_a_message_changed(fake, loops, tmp_path):
+    # Upstream's table shows writeback_threshold as typed (70); the target
+    # runs 30 since a message: the new table says 30.
+    fake.put("live", "0 2097152 writeboost 4094:0 4094:16 2 writeback_threshold 70\n")
+    real = fake.dir.parent / "dmsetup"
+    wrapper = fake.dir.parent / "dmsetup-30"
+    wrapper.write_text(f"#!/bin/sh\n{real} \"$@\" | sed 's/writeback_threshold 70 nr_cur/writeback_threshold 30 nr_cur/'\n")
+    wrapper.chmod(0o755)
+    cache = loops(cache_image(tmp_path))
+    done = run([tool_path("wbctl"), "--dmsetup", wrapper, "replace-cache", "wb", "--cache", cache, "--keep-cache",
+                "-q"], env=fake.env)
+    assert done.returncode == OK, done.stderr
+    assert fake.get("live") == f"0 2097152 writeboost 4094:0 {cache} 2 writeback_threshold 30\n"

@@ -26,6 +26,8 @@ struct WbState {
 	std::uint64_t dirty = 500;
 	bool wbkit = false;
 	bool dead = false;
+	std::uint64_t writeback_threshold = 0; // as the status shows them
+	std::uint64_t read_cache_threshold = 0;
 };
 
 std::string status_params(const WbState& s)
@@ -36,12 +38,13 @@ std::string status_params(const WbState& s)
 		line += " 0";
 	line += " 3";
 	if (s.wbkit)
-		line += fmt::format(" 12 writeback_threshold 0 nr_cur_batched_writeback 0 sync_data_interval 0 "
-				    "update_sb_record_interval 0 read_cache_threshold 0 dead {}",
-				    s.dead ? 1 : 0);
+		line += fmt::format(" 12 writeback_threshold {} nr_cur_batched_writeback 0 sync_data_interval 0 "
+				    "update_sb_record_interval 0 read_cache_threshold {} dead {}",
+				    s.writeback_threshold, s.read_cache_threshold, s.dead ? 1 : 0);
 	else
-		line += " 10 writeback_threshold 0 nr_cur_batched_writeback 0 sync_data_interval 0 "
-			"update_sb_record_interval 0 read_cache_threshold 0";
+		line += fmt::format(" 10 writeback_threshold {} nr_cur_batched_writeback 0 sync_data_interval 0 "
+				    "update_sb_record_interval 0 read_cache_threshold {}",
+				    s.writeback_threshold, s.read_cache_threshold);
 	return line;
 }
 
@@ -680,6 +683,7 @@ TEST(ControlReplace, SameOptionsNewCacheOneSuspend)
 {
 	FakeSystem sys;
 	sys.live = "0 2097152 writeboost 254:0 254:16 2 writeback_threshold 70";
+	sys.wb.writeback_threshold = 70;
 	std::string checked;
 	const SwitchResult r = replace_cache(sys, "wb", new_cache(&checked), quick());
 	EXPECT_EQ(checked, "254:0 254:16");
@@ -700,13 +704,38 @@ TEST(ControlReplace, SameOptionsNewCacheOneSuspend)
 	EXPECT_NE(doc.find("\"flush\""), std::string::npos);
 }
 
+TEST(ControlReplace, TunablesAsTheTargetRunsThem)
+{
+	// A message set writeback_threshold since: upstream's table still
+	// shows the typed value, and a key the line did not give shows nowhere
+	// but in the status.
+	WbTarget t;
+	t.table = parse_wb_table("254:0 254:16 6 writeback_threshold 70 nr_read_cache_cells 64 writeback_threshold 70");
+	t.status = status_of(WbState{.writeback_threshold = 30});
+	EXPECT_EQ(live_table_args(t), (std::vector<std::pair<std::string, std::string>>{
+					      {"writeback_threshold", "30"}, {"nr_read_cache_cells", "64"},
+					      {"writeback_threshold", "30"}}));
+	t.table = parse_wb_table("254:0 254:16");
+	EXPECT_EQ(live_table_args(t),
+		  (std::vector<std::pair<std::string, std::string>>{{"writeback_threshold", "30"}}));
+	t.status = status_of(WbState{});
+	EXPECT_TRUE(live_table_args(t).empty()); // 0 is the default: nothing to write
+
+	FakeSystem sys;
+	sys.wb.writeback_threshold = 30;
+	replace_cache(sys, "wb", new_cache(), quick());
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 /dev/vdc 2 writeback_threshold 30");
+}
+
 TEST(ControlReplace, KeepCacheAndWipeFailure)
 {
 	FakeSystem keep;
 	SwitchOptions o = quick();
 	o.wipe_cache = false;
-	replace_cache(keep, "wb", new_cache(), o);
+	const SwitchResult kept = replace_cache(keep, "wb", new_cache(), o);
 	EXPECT_FALSE(keep.called("wipe"));
+	EXPECT_FALSE(kept.cache_wiped);
+	EXPECT_NE(switch_result_json("replace-cache", "wb", kept).find("\"cache_wiped\": false"), std::string::npos);
 
 	FakeSystem busy;
 	busy.fail_wipe = true;
@@ -878,6 +907,8 @@ TEST(ControlMode, WriteAroundKeepsEveryOtherOptionAndFlushesFirst)
 {
 	FakeSystem sys;
 	sys.wb.wbkit = true;
+	sys.wb.writeback_threshold = 70;
+	sys.wb.read_cache_threshold = 8;
 	sys.live = "0 2097152 writeboost 254:0 254:16 4 writeback_threshold 70 read_cache_threshold 8";
 	const SwitchResult r = set_mode(sys, "wb", true, quick());
 	EXPECT_TRUE(r.changed);
@@ -898,6 +929,7 @@ TEST(ControlMode, BackToWriteBackReplacesTheKey)
 	FakeSystem sys;
 	sys.wb.wbkit = true;
 	sys.wb.dirty = 0;
+	sys.wb.writeback_threshold = 70;
 	sys.live = "0 2097152 writeboost 254:0 254:16 4 write_around_mode 1 writeback_threshold 70";
 	const SwitchResult r = set_mode(sys, "wb", false, quick());
 	EXPECT_TRUE(r.changed);
@@ -1028,6 +1060,7 @@ TEST(ControlJson, Documents)
 	r.stalls = {120ms};
 	r.old_table = "0 8 writeboost 254:0 254:16";
 	r.new_table = "0 8 linear 254:0 0";
+	r.cache_wiped = true;
 	const std::string doc = switch_result_json("detach", "wb", r);
 	EXPECT_NE(doc.find("\"schema\": \"wbctl/1\""), std::string::npos);
 	EXPECT_NE(doc.find("\"stall_ms\": 120"), std::string::npos);

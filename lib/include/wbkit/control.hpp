@@ -282,6 +282,7 @@ struct SwitchResult {
 	unsigned attempts = 0;
 	FlushResult flushed;                   // the first flush (the drained switches)
 	bool drained = false;                  // a drained switch: flushed, written back while suspended
+	bool cache_wiped = false;              // detach, replace-cache: the old cache's first MiB was zeroed
 	std::optional<std::string> wipe_error; // detach, replace-cache: the old cache could not be wiped
 	// mode: the mode asked for ("write-back", "write-around"), and whether
 	// the table changed (false: it had that mode, nothing was done).
@@ -331,6 +332,16 @@ CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::
 SwitchResult attach(System& system, const std::string& name, const AttachRequest& request,
 		    const SwitchOptions& options);
 
+// The table's optional arguments with the tunables as the target runs them
+// now, for a table that replaces it (replace-cache, mode): a message changes
+// writeback_threshold, sync_data_interval, update_sb_record_interval and
+// read_cache_threshold, and `dmsetup table` shows upstream's as the table
+// line typed them and neither module's keys that the line did not give.
+// The status shows those four: where one differs from the table's value
+// (0, the default, when absent), the status's value is written (in place,
+// or appended). Everything else is kept as it is.
+std::vector<std::pair<std::string, std::string>> live_table_args(const WbTarget& target);
+
 struct ReplaceRequest {
 	std::string cache;       // the new cache, as the table line names it
 	std::string cache_devno; // major:minor: refused when it is the old cache or the backing device
@@ -341,7 +352,7 @@ struct ReplaceRequest {
 };
 
 // A writeboost device's cache swapped for another, with the table's
-// options as they are: the switch of detach with the table
+// options as the target runs them (live_table_args): the switch of detach with the table
 // `0 <sectors> writeboost <backing> <new cache> [<its options>]`. Loaded
 // before the suspend (the constructor only reads a cache other than the
 // live one on dm-wbkit; upstream formats the blank new cache in its
@@ -356,7 +367,7 @@ SwitchResult replace_cache(System& system, const std::string& name, const Replac
 bool table_write_around(const WbTable& table);
 
 // The same table with write_around_mode 1 (write_around) or 0, every other
-// option kept, by the switch of detach: dirty data is written back first
+// option kept (live_table_args), by the switch of detach: dirty data is written back first
 // (dm-wbkit would write it back in the new instance's preresume, inside
 // the stall; upstream's write-around constructor formats the cache and
 // loses it). Nothing is done when the table has the mode already
