@@ -713,8 +713,7 @@ TEST(ControlReplace, TunablesAsTheTargetRunsThem)
 	t.table = parse_wb_table("254:0 254:16 6 writeback_threshold 70 nr_read_cache_cells 64 writeback_threshold 70");
 	t.status = status_of(WbState{.writeback_threshold = 30});
 	EXPECT_EQ(live_table_args(t), (std::vector<std::pair<std::string, std::string>>{
-					      {"writeback_threshold", "30"}, {"nr_read_cache_cells", "64"},
-					      {"writeback_threshold", "30"}}));
+					      {"writeback_threshold", "30"}, {"nr_read_cache_cells", "64"}, {"writeback_threshold", "30"}}));
 	t.table = parse_wb_table("254:0 254:16");
 	EXPECT_EQ(live_table_args(t),
 		  (std::vector<std::pair<std::string, std::string>>{{"writeback_threshold", "30"}}));
