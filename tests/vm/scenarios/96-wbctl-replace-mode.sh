@@ -6,7 +6,9 @@
 # `wbctl replace-cache` to a third, blank disk (the table must name it
 # after, with the same options, and the old cache's first MiB must be
 # zero), `wbctl mode write-around` (the table has write_around_mode 1, no
-# dirty block is left) and `wbctl mode write-back` (write_around_mode 0).
+# dirty block is left) and `wbctl mode write-back` (write_around_mode 0);
+# then a refused replace-cache (the backing device as the new cache, exit
+# 4) and a mode the device has already (exit 0) leave the table as it is.
 # Then fio stops: no verify error and exit 0; a file written and
 # checksummed before reads back the same; remounted, fio's read phase
 # checks every block it wrote; unmounted, `e2fsck -fn` finds it clean.
@@ -130,6 +132,22 @@ run_module() {
 	sleep 4
 	kill -0 $fio_pid 2>/dev/null || { cat /tmp/fio.$tag; wb_fail "$tag: fio stopped during mode write-back"; }
 	wb_report "${tag}_dirty_in_wb" "$($DMSETUP status wb | cut -d' ' -f10)"
+	# What is refused or has nothing to do changes nothing: the backing
+	# device as the new cache (exit 4), the mode it has already (exit 0).
+	before=$($DMSETUP table wb)
+	rc=0
+	$WBCTL replace-cache wb --cache "$B" >/tmp/refused.$tag 2>&1 || rc=$?
+	sed "s/^/$tag refused: /" /tmp/refused.$tag
+	wb_report "${tag}_refused_rc" "$rc"
+	rc=0
+	$WBCTL mode wb write-back >/tmp/same.$tag 2>&1 || rc=$?
+	sed "s/^/$tag same mode: /" /tmp/same.$tag
+	wb_report "${tag}_same_mode_rc" "$rc"
+	if [ "$($DMSETUP table wb)" = "$before" ] && ! grep -q "I/O held" /tmp/same.$tag; then
+		wb_report "${tag}_unchanged" ok
+	else
+		wb_report "${tag}_unchanged" no
+	fi
 	$DMSETUP table wb | sed "s/^/$tag table at the end: /"
 
 	# fio exits 128 when a signal ends it ("terminating on signal"); any
@@ -187,6 +205,9 @@ for t in $tags; do
 	wbkit_expect ${t}_after_wa 1 || fail=1
 	wbkit_expect ${t}_dirty_in_wa 0 || fail=1
 	wbkit_expect ${t}_after_wb 0 || fail=1
+	wbkit_expect ${t}_refused_rc 4 || fail=1
+	wbkit_expect ${t}_same_mode_rc 0 || fail=1
+	wbkit_expect ${t}_unchanged ok || fail=1
 	wbkit_expect ${t}_fio_rc 0 || fail=1
 	wbkit_expect ${t}_fio_err 0 || fail=1
 	wbkit_expect ${t}_verify_rc 0 || fail=1
