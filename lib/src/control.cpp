@@ -559,21 +559,44 @@ bool write_back_suspended(System& system, const std::string& name, Clock::time_p
 
 } // namespace
 
-SwitchResult detach(System& system, const std::string& name, const SwitchOptions& options)
+namespace {
+
+void refuse_dead(const WbTarget& target, const std::string& name)
 {
-	SwitchResult result;
-	const WbTarget target = read_wb_target(system, name);
 	if (target.status.dead().value_or(false))
 		throw Error(fmt::format("{}: the target is dead (fail-stop): its dirty data cannot be written back; "
 					"see `wbstat {}` and wbrecover(8)",
 					name, name));
-	result.old_table = full_line(target.line);
-	result.new_table = linear_table_line(target.line.length, target.table.backing);
+}
 
-	// The linear table is loaded (inactive) before the suspend, so that
-	// the suspend holds I/O for the check and the resume only. A resume
-	// with an inactive table swaps it in: every way back to the old table
-	// clears it first.
+// What differs between the drained switches: the table they switch to.
+struct DrainedSwitch {
+	std::string new_table;
+	std::string kind; // "linear", "writeboost": the new table, for messages
+	// Load the new table only once the device is suspended and written
+	// back (dm-writeboost's constructor replays or formats the cache it is
+	// given: the live instance's own, for mode); otherwise before the
+	// suspend, so that the suspend holds I/O for the write-back and the
+	// resume only.
+	bool load_while_suspended = false;
+};
+
+// The switch of detach, replace-cache and mode: flush in rounds, load the
+// new table, suspend, write back what came in after the flush, resume
+// (which swaps the new table in); or, when that write-back takes longer
+// than max_stall, clear the new table, resume with the old one and flush
+// again, at most options.attempts times. Throws Error (the device resumed
+// with its old table) when a step fails or the attempts run out, and
+// InterruptedError when a flush is interrupted.
+void drain_and_switch(System& system, const std::string& name, const WbTarget& target, const DrainedSwitch& plan,
+		      const SwitchOptions& options, SwitchResult& result)
+{
+	result.old_table = full_line(target.line);
+	result.new_table = plan.new_table;
+	result.drained = true;
+
+	// A resume with an inactive table swaps it in: every way back to the
+	// old table clears it first.
 	bool loaded = false;
 	auto load = [&] {
 		system.load(name, result.new_table);
@@ -586,9 +609,9 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 		try {
 			system.clear(name);
 		} catch (const Error& e) {
-			return fmt::format("; clearing the loaded linear table failed: {}: run `dmsetup clear {}` before "
+			return fmt::format("; clearing the loaded {} table failed: {}: run `dmsetup clear {}` before "
 					   "anything resumes the device",
-					   e.what(), name);
+					   plan.kind, e.what(), name);
 		}
 		return {};
 	};
@@ -610,7 +633,7 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 				before = r.dirty_left;
 				say(options, fmt::format("{} blocks written during the flush: flushing them", r.dirty_left));
 			}
-			if (!loaded)
+			if (!loaded && !plan.load_while_suspended)
 				load();
 		} catch (const Error& e) {
 			const std::string trouble = unload();
@@ -629,19 +652,16 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 		}
 		const Clock::time_point suspended = system.now();
 		bool clean = false;
+		Clock::time_point written{};
 		try {
 			// No status read here: the message is the check, and one
 			// dmsetup run less is that much less stall. It returns at once
 			// when nothing is dirty.
 			clean = write_back_suspended(system, name, t0 + options.max_stall);
-			if (clean) {
-				const Clock::time_point written = system.now();
-				result.suspend_took = ms_between(t0, suspended);
-				result.writeback_took = ms_between(suspended, written);
-				system.resume(name); // swaps the linear table in
-				loaded = false;
-				result.resume_took = ms_between(written, system.now());
-			} else {
+			written = system.now();
+			if (clean && plan.load_while_suspended)
+				load();
+			if (!clean) {
 				result.dirty_at_suspend = read_status(system, name).nr_dirty_cache_blocks;
 				say(options, fmt::format("suspended: the write-back of what came in after the flush took "
 							 "longer than {} ms ({} dirty blocks left)",
@@ -653,11 +673,38 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 				    resume_after_failure(system, name, false));
 		}
 		if (clean) {
+			result.suspend_took = ms_between(t0, suspended);
+			result.writeback_took = ms_between(suspended, written);
+			try {
+				system.resume(name); // swaps the new table in
+				loaded = false;
+			} catch (const Error& e) {
+				// dm swaps the tables before the new one's preresume
+				// (dm-wbkit formats or replays its cache there): the old
+				// instance may be gone, but nothing was dirty on its cache
+				// any more, so a new instance of the old table starts clean.
+				loaded = false;
+				std::string trouble;
+				try {
+					system.load(name, result.old_table);
+					system.resume(name);
+				} catch (const Error& again) {
+					trouble = fmt::format("; putting the old table back failed too: {}: run `dmsetup load "
+							      "{} --table \"{}\"` and `dmsetup resume {}`",
+							      again.what(), name, result.old_table, name);
+				}
+				throw Error(fmt::format("{}: the {} table did not start (see the kernel log): {}", name,
+							plan.kind, e.what()) +
+					    (trouble.empty() ? std::string("; the old table is back (every block written "
+									   "back: its cache holds nothing dirty)")
+							     : trouble));
+			}
+			result.resume_took = ms_between(written, system.now());
 			result.stall = ms_between(t0, system.now());
 			result.stalls.push_back(result.stall);
-			break;
+			return;
 		}
-		// Back to the writeboost table as it was: clear, then resume.
+		// Back to the old table as it was: clear, then resume.
 		std::string trouble = unload();
 		try {
 			system.resume(name);
@@ -675,17 +722,118 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 		say(options, fmt::format("dirty blocks left after {} ms suspended: resumed, flushing again",
 					 result.stalls.back().count()));
 	}
+}
 
-	// The old instance is gone with its table: the cache device is free.
-	// Its log names blocks that linear writes change from now on: a later
-	// attach must format it, not replay it.
-	if (options.wipe_cache) {
-		try {
-			system.wipe_cache(target.table.cache);
-		} catch (const Error& e) {
-			result.wipe_error = e.what();
-		}
+// The old instance is gone with its table: the old cache device is free.
+// Its log names blocks that are written elsewhere from now on: a later
+// attach must format it, not replay it.
+void wipe_old_cache(System& system, const std::string& devno, const SwitchOptions& options, SwitchResult& result)
+{
+	if (!options.wipe_cache)
+		return;
+	try {
+		system.wipe_cache(devno);
+		result.cache_wiped = true;
+	} catch (const Error& e) {
+		result.wipe_error = e.what();
 	}
+}
+
+} // namespace
+
+SwitchResult detach(System& system, const std::string& name, const SwitchOptions& options)
+{
+	SwitchResult result;
+	const WbTarget target = read_wb_target(system, name);
+	refuse_dead(target, name);
+	drain_and_switch(system, name, target,
+			 {.new_table = linear_table_line(target.line.length, target.table.backing), .kind = "linear"},
+			 options, result);
+	wipe_old_cache(system, target.table.cache, options, result);
+	return result;
+}
+
+std::vector<std::pair<std::string, std::string>> live_table_args(const WbTarget& target)
+{
+	std::vector<std::pair<std::string, std::string>> args = target.table.args;
+	for (const char* key : {"writeback_threshold", "sync_data_interval", "update_sb_record_interval",
+				"read_cache_threshold"}) {
+		const auto running = target.status.pair(key);
+		if (!running || *running == target.table.arg(key).value_or(0))
+			continue;
+		const std::string value = std::to_string(*running);
+		bool written = false;
+		for (auto& [k, v] : args)
+			if (k == key) {
+				v = value; // every copy: the constructor takes the last
+				written = true;
+			}
+		if (!written)
+			args.emplace_back(key, value);
+	}
+	return args;
+}
+
+SwitchResult replace_cache(System& system, const std::string& name, const ReplaceRequest& request,
+			   const SwitchOptions& options)
+{
+	SwitchResult result;
+	const WbTarget target = read_wb_target(system, name);
+	refuse_dead(target, name);
+	if (!request.cache_devno.empty() && request.cache_devno == target.table.cache)
+		throw RefusedError(fmt::format("{}: {} ({}) is its cache already", name, request.cache,
+					       request.cache_devno));
+	if (!request.cache_devno.empty() && request.cache_devno == target.table.backing)
+		throw RefusedError(fmt::format("{}: {} ({}) is its backing device", name, request.cache,
+					       request.cache_devno));
+	if (request.check_cache)
+		request.check_cache(target.table.backing, target.table.cache);
+	drain_and_switch(system, name, target,
+			 {.new_table = writeboost_table_line(target.line.length, target.table.backing, request.cache,
+							     live_table_args(target)),
+			  .kind = "writeboost"},
+			 options, result);
+	say(options, fmt::format("{} now has the table: {}", name, result.new_table));
+	wipe_old_cache(system, target.table.cache, options, result);
+	return result;
+}
+
+bool table_write_around(const WbTable& table) { return table.arg("write_around_mode").value_or(0) != 0; }
+
+SwitchResult set_mode(System& system, const std::string& name, bool write_around, const SwitchOptions& options)
+{
+	SwitchResult result;
+	result.mode = write_around ? "write-around" : "write-back";
+	const WbTarget target = read_wb_target(system, name);
+	refuse_dead(target, name);
+	result.old_table = full_line(target.line);
+	if (table_write_around(target.table) == write_around) {
+		result.new_table = result.old_table;
+		result.changed = false;
+		return result;
+	}
+	const bool upstream = target.status.module() == TargetModule::dm_writeboost;
+	if (upstream && !write_around &&
+	    (target.status.pair("read_cache_threshold").value_or(0) != 0 ||
+	     target.table.arg("read_cache_threshold").value_or(0) != 0))
+		throw RefusedError(fmt::format(
+			"{}: dm-writeboost in write-around mode with read caching (read_cache_threshold): its "
+			"write-back constructor would replay the cached copies of blocks that write-around writes "
+			"changed since, and serve the old data; switch with `wbctl detach` and `wbctl attach` (a "
+			"wiped cache) instead",
+			name));
+	std::vector<std::pair<std::string, std::string>> args;
+	for (const auto& kv : live_table_args(target))
+		if (kv.first != "write_around_mode")
+			args.push_back(kv);
+	args.emplace_back("write_around_mode", write_around ? "1" : "0");
+	drain_and_switch(system, name, target,
+			 {.new_table = writeboost_table_line(target.line.length, target.table.backing,
+							     target.table.cache, args),
+			  .kind = "writeboost",
+			  .load_while_suspended = upstream},
+			 options, result);
+	say(options, fmt::format("{} now has the table: {}", name, result.new_table));
 	return result;
 }
 
@@ -800,9 +948,14 @@ std::string switch_result_json(std::string_view command, std::string_view name, 
 				{"writeback", result.writeback_took.count()},
 				{"load_and_resume", result.resume_took.count()}};
 
-	if (command == "detach") {
+	if (result.mode) {
+		doc["mode"] = *result.mode;
+		doc["changed"] = result.changed;
+	}
+	if (result.drained || command == "detach" || command == "replace-cache" || command == "mode")
 		doc["flush"] = flush_json(result.flushed);
-		doc["cache_wiped"] = !result.wipe_error.has_value();
+	if (command == "detach" || command == "replace-cache") {
+		doc["cache_wiped"] = result.cache_wiped; // false with --keep-cache
 		if (result.wipe_error)
 			doc["wipe_error"] = *result.wipe_error;
 	}

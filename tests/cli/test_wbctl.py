@@ -3,7 +3,7 @@ device's live and inactive table, its suspension and its dirty blocks in
 files, so that the real process handling (dmsetup in its own process group,
 drop_caches in the background, stopped on Ctrl-C or --timeout) and the exit
 codes are tested; the steps themselves are unit-tested (test_control.cpp)
-and run on both kernels in VM scenario 95."""
+and run on both kernels in VM scenarios 95 and 96."""
 import json
 import os
 import pathlib
@@ -44,9 +44,14 @@ FAKE = textwrap.dedent("""\
         else:
             dirty = int(read("dirty", "0"))
             wb = int(read("wb_id", "2"))
+            # The tunables run as the table gave them (0 when absent).
+            opts = dict(zip(live[6::2], live[7::2]))
+            t = lambda key: opts.get(key, "0")
             sys.stdout.write(f"0 {live[1]} writeboost 7 32512 256 10 9 {wb} {dirty}" + " 0" * 16 +
-                             " 3 10 writeback_threshold 0 nr_cur_batched_writeback 0 sync_data_interval 0"
-                             " update_sb_record_interval 0 read_cache_threshold 0\\n")
+                             f" 3 10 writeback_threshold {t('writeback_threshold')} nr_cur_batched_writeback 0"
+                             f" sync_data_interval {t('sync_data_interval')}"
+                             f" update_sb_record_interval {t('update_sb_record_interval')}"
+                             f" read_cache_threshold {t('read_cache_threshold')}\\n")
     elif cmd == "suspend":
         (d / "suspended").write_text("1")
     elif cmd == "resume":
@@ -138,6 +143,7 @@ def test_detach_json(fake):
     assert doc["schema"] == "wbctl/1" and doc["command"] == "detach"
     assert doc["new_table"] == "0 2097152 linear 4094:0 0"
     assert doc["flush"]["end"] == "done" and doc["flush"]["start_dirty_blocks"] == 500
+    assert doc["cache_wiped"] is False  # --keep-cache
 
 
 def test_detach_that_cannot_wipe_the_cache_says_so(fake):
@@ -313,3 +319,145 @@ def test_attach_refuses_the_backing_device_as_cache(fake, linear):
     done = fake.run("attach", "wb", "--cache", linear)
     assert done.returncode == REFUSED, done.stderr
     assert fake.get("live").split()[2] == "linear"
+
+
+# replace-cache: the new cache is checked as attach's is (a loop device over
+# a file); the old one (4094:16) is no device, so --keep-cache.
+def test_replace_cache_switches_the_cache_and_prints_the_stall(fake, loops, tmp_path):
+    fake.put("live", "0 2097152 writeboost 4094:0 4094:16 2 writeback_threshold 70\n")
+    cache = loops(cache_image(tmp_path))
+    done = fake.run("replace-cache", "wb", "--cache", cache, "--keep-cache", "-q")
+    assert done.returncode == OK, done.stderr
+    assert fake.get("live") == f"0 2097152 writeboost 4094:0 {cache} 2 writeback_threshold 70\n"
+    assert fake.get("suspended") is None and fake.get("inactive") is None
+    assert "I/O held" in done.stdout and "write-back" in done.stdout
+    calls = fake.calls()
+    load = next(i for i, c in enumerate(calls) if c.startswith("load"))
+    assert calls[load:] == [f"load wb --table 0 2097152 writeboost 4094:0 {cache} 2 writeback_threshold 70",
+                            "suspend --nolockfs wb", "message wb 0 drop_caches", "resume wb"]
+
+
+def test_replace_cache_json(fake, loops, tmp_path):
+    cache = loops(cache_image(tmp_path))
+    done = fake.run("replace-cache", "wb", "--cache", cache, "--keep-cache", "-q", "--json")
+    assert done.returncode == OK, done.stderr
+    doc = json.loads(done.stdout)
+    validate(doc)
+    assert doc["command"] == "replace-cache" and doc["cache"]["devno"] == devno(cache)
+    assert doc["flush"]["start_dirty_blocks"] == 500 and doc["old_table"] == WB_TABLE.strip()
+    assert doc["cache_wiped"] is False  # --keep-cache
+
+
+def test_replace_cache_that_cannot_wipe_the_old_cache_says_so(fake, loops, tmp_path):
+    cache = loops(cache_image(tmp_path))
+    done = fake.run("replace-cache", "wb", "--cache", cache, "-q")
+    assert done.returncode == DAMAGE, done.stderr
+    assert fake.get("live").split()[4] == cache
+    assert "could not be wiped" in done.stderr
+
+
+def test_replace_cache_refuses_a_file_system_and_force_wipes_it(fake, loops, tmp_path):
+    ext4 = bytearray(4096)
+    ext4[1080:1082] = b"\x53\xef"
+    image = cache_image(tmp_path, bytes(ext4))
+    cache = loops(image)
+    before = sha256(image)
+    done = fake.run("replace-cache", "wb", "--cache", cache, "--keep-cache", "-q")
+    assert done.returncode == REFUSED, done.stderr
+    assert "ext2/3/4" in done.stderr and sha256(image) == before
+    assert fake.get("live") == WB_TABLE and fake.calls() == ["table wb", "status wb"]
+    done = fake.run("replace-cache", "wb", "--cache", cache, "--keep-cache", "-q", "--force")
+    assert done.returncode == OK, done.stderr
+    assert image.read_bytes()[: 1 << 20] == bytes(1 << 20)
+
+
+def test_replace_cache_refuses_a_cache_that_is_no_block_device(fake, tmp_path):
+    done = fake.run("replace-cache", "wb", "--cache", cache_image(tmp_path), "-q")
+    assert done.returncode == REFUSED, done.stderr
+    assert "not a block device" in done.stderr
+    assert fake.get("live") == WB_TABLE
+    assert not any(c.startswith(("load", "suspend", "message")) for c in fake.calls())
+
+
+@pytest.mark.parametrize("step", ["load", "suspend", "resume"])
+def test_replace_cache_failure_leaves_the_device_as_it_was(fake, loops, tmp_path, step):
+    cache = loops(cache_image(tmp_path))
+    fake.put("fail." + step, "")
+    done = fake.run("replace-cache", "wb", "--cache", cache, "-q")
+    if step == "resume":
+        # Nothing resumes: the stand-in fails every resume, and wbctl says
+        # how to finish by hand.
+        assert done.returncode == OPERATIONAL
+        assert "dmsetup resume wb" in done.stderr
+        return
+    assert done.returncode == OPERATIONAL, done.stderr
+    assert done.stderr.startswith("wbctl: error: ")
+    assert fake.get("live") == WB_TABLE
+    assert fake.get("suspended") is None and fake.get("inactive") is None
+
+
+# mode: the stand-in's status is upstream's (no `dead`), so the table is
+# loaded only while the device is suspended and written back.
+def test_mode_write_around_and_back(fake):
+    fake.put("live", "0 2097152 writeboost 4094:0 4094:16 2 writeback_threshold 70\n")
+    done = fake.run("mode", "wb", "write-around", "-q")
+    assert done.returncode == OK, done.stderr
+    assert fake.get("live") == "0 2097152 writeboost 4094:0 4094:16 4 writeback_threshold 70 write_around_mode 1\n"
+    assert "I/O held" in done.stdout
+    calls = fake.calls()
+    suspend = calls.index("suspend --nolockfs wb")
+    assert calls[suspend:] == ["suspend --nolockfs wb", "message wb 0 drop_caches",
+                               "load wb --table 0 2097152 writeboost 4094:0 4094:16 4 writeback_threshold 70 "
+                               "write_around_mode 1", "resume wb"]
+    assert fake.get("suspended") is None and fake.get("inactive") is None
+
+    again = fake.run("mode", "wb", "write-around", "--json")
+    assert again.returncode == OK, again.stderr
+    doc = json.loads(again.stdout)
+    validate(doc)
+    assert doc["changed"] is False and doc["mode"] == "write-around"
+
+    back = fake.run("mode", "wb", "write-back", "-q", "--json")
+    assert back.returncode == OK, back.stderr
+    doc = json.loads(back.stdout)
+    validate(doc)
+    assert doc["changed"] is True
+    assert fake.get("live") == "0 2097152 writeboost 4094:0 4094:16 4 writeback_threshold 70 write_around_mode 0\n"
+
+
+def test_mode_usage(fake):
+    done = fake.run("mode", "wb", "write-through")
+    assert done.returncode == USAGE
+    assert fake.calls() == []
+
+
+@pytest.mark.parametrize("step", ["load", "suspend"])
+def test_mode_failure_leaves_the_device_as_it_was(fake, step):
+    fake.put("fail." + step, "")
+    done = fake.run("mode", "wb", "write-around", "-q")
+    assert done.returncode == OPERATIONAL, done.stderr
+    assert fake.get("live") == WB_TABLE
+    assert fake.get("suspended") is None and fake.get("inactive") is None
+
+
+def test_mode_refuses_upstream_write_around_with_read_caching(fake):
+    fake.put("live", "0 2097152 writeboost 4094:0 4094:16 4 write_around_mode 1 read_cache_threshold 8\n")
+    done = fake.run("mode", "wb", "write-back", "-q")
+    assert done.returncode == REFUSED, done.stderr
+    assert "detach" in done.stderr
+    assert not any(c.startswith(("load", "suspend")) for c in fake.calls())
+
+
+def test_replace_cache_keeps_a_tunable_a_message_changed(fake, loops, tmp_path):
+    # Upstream's table shows writeback_threshold as typed (70); the target
+    # runs 30 since a message: the new table says 30.
+    fake.put("live", "0 2097152 writeboost 4094:0 4094:16 2 writeback_threshold 70\n")
+    real = fake.dir.parent / "dmsetup"
+    wrapper = fake.dir.parent / "dmsetup-30"
+    wrapper.write_text(f"#!/bin/sh\n{real} \"$@\" | sed 's/writeback_threshold 70 nr_cur/writeback_threshold 30 nr_cur/'\n")
+    wrapper.chmod(0o755)
+    cache = loops(cache_image(tmp_path))
+    done = run([tool_path("wbctl"), "--dmsetup", wrapper, "replace-cache", "wb", "--cache", cache, "--keep-cache",
+                "-q"], env=fake.env)
+    assert done.returncode == OK, done.stderr
+    assert fake.get("live") == f"0 2097152 writeboost 4094:0 {cache} 2 writeback_threshold 30\n"

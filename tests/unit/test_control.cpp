@@ -1,5 +1,6 @@
 // control.hpp: wbctl's table lines, the cache check's rule, the flush
-// progress, and the steps of flush, detach and attach against a fake
+// progress, and the steps of flush, detach, attach, replace-cache and mode
+// against a fake
 // System that plays device-mapper (a live table, an inactive one, suspend)
 // and records every call, with its failures switched on one at a time.
 #include <gtest/gtest.h>
@@ -25,6 +26,8 @@ struct WbState {
 	std::uint64_t dirty = 500;
 	bool wbkit = false;
 	bool dead = false;
+	std::uint64_t writeback_threshold = 0; // as the status shows them
+	std::uint64_t read_cache_threshold = 0;
 };
 
 std::string status_params(const WbState& s)
@@ -35,12 +38,13 @@ std::string status_params(const WbState& s)
 		line += " 0";
 	line += " 3";
 	if (s.wbkit)
-		line += fmt::format(" 12 writeback_threshold 0 nr_cur_batched_writeback 0 sync_data_interval 0 "
-				    "update_sb_record_interval 0 read_cache_threshold 0 dead {}",
-				    s.dead ? 1 : 0);
+		line += fmt::format(" 12 writeback_threshold {} nr_cur_batched_writeback 0 sync_data_interval 0 "
+				    "update_sb_record_interval 0 read_cache_threshold {} dead {}",
+				    s.writeback_threshold, s.read_cache_threshold, s.dead ? 1 : 0);
 	else
-		line += " 10 writeback_threshold 0 nr_cur_batched_writeback 0 sync_data_interval 0 "
-			"update_sb_record_interval 0 read_cache_threshold 0";
+		line += fmt::format(" 10 writeback_threshold {} nr_cur_batched_writeback 0 sync_data_interval 0 "
+				    "update_sb_record_interval 0 read_cache_threshold {}",
+				    s.writeback_threshold, s.read_cache_threshold);
 	return line;
 }
 
@@ -656,6 +660,398 @@ TEST(ControlAttach, FailedResumePutsTheLinearTableBack)
 	EXPECT_FALSE(sys.suspended);
 }
 
+// ---------------------------------------------------------------------------
+// Replace-cache
+
+namespace {
+
+ReplaceRequest new_cache(std::string* checked = nullptr)
+{
+	ReplaceRequest req{.cache = "/dev/vdc", .cache_devno = "254:32", .check_cache = {}};
+	req.check_cache = [checked](const std::string& backing, const std::string& old_cache) {
+		if (checked)
+			*checked = backing + " " + old_cache;
+	};
+	return req;
+}
+
+constexpr const char* replaced = "0 2097152 writeboost 254:0 /dev/vdc 2 writeback_threshold 70";
+
+} // namespace
+
+TEST(ControlReplace, SameOptionsNewCacheOneSuspend)
+{
+	FakeSystem sys;
+	sys.live = "0 2097152 writeboost 254:0 254:16 2 writeback_threshold 70";
+	sys.wb.writeback_threshold = 70;
+	std::string checked;
+	const SwitchResult r = replace_cache(sys, "wb", new_cache(&checked), quick());
+	EXPECT_EQ(checked, "254:0 254:16");
+	EXPECT_EQ(sys.live, replaced);
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+	EXPECT_TRUE(r.drained);
+	EXPECT_EQ(r.stalls.size(), 1u);
+	EXPECT_EQ(r.old_table, "0 2097152 writeboost 254:0 254:16 2 writeback_threshold 70");
+	EXPECT_FALSE(sys.suspended_with_lockfs);
+	// Loaded before the suspend; the suspended write-back; the resume
+	// swaps; the old cache is wiped only then.
+	std::vector<std::string> tail(sys.calls.end() - 5, sys.calls.end());
+	EXPECT_EQ(tail, (std::vector<std::string>{std::string("load wb ") + replaced, "suspend wb",
+						  "drop_caches wb (suspended)", "resume wb", "wipe 254:16"}));
+	const std::string doc = switch_result_json("replace-cache", "wb", r);
+	EXPECT_NE(doc.find("\"cache_wiped\": true"), std::string::npos);
+	EXPECT_NE(doc.find("\"flush\""), std::string::npos);
+}
+
+TEST(ControlReplace, TunablesAsTheTargetRunsThem)
+{
+	// A message set writeback_threshold since: upstream's table still
+	// shows the typed value, and a key the line did not give shows nowhere
+	// but in the status.
+	WbTarget t;
+	t.table = parse_wb_table("254:0 254:16 6 writeback_threshold 70 nr_read_cache_cells 64 writeback_threshold 70");
+	t.status = status_of(WbState{.writeback_threshold = 30});
+	EXPECT_EQ(live_table_args(t), (std::vector<std::pair<std::string, std::string>>{
+					      {"writeback_threshold", "30"}, {"nr_read_cache_cells", "64"}, {"writeback_threshold", "30"}}));
+	t.table = parse_wb_table("254:0 254:16");
+	EXPECT_EQ(live_table_args(t),
+		  (std::vector<std::pair<std::string, std::string>>{{"writeback_threshold", "30"}}));
+	t.status = status_of(WbState{});
+	EXPECT_TRUE(live_table_args(t).empty()); // 0 is the default: nothing to write
+
+	FakeSystem sys;
+	sys.wb.writeback_threshold = 30;
+	replace_cache(sys, "wb", new_cache(), quick());
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 /dev/vdc 2 writeback_threshold 30");
+}
+
+TEST(ControlReplace, KeepCacheAndWipeFailure)
+{
+	FakeSystem keep;
+	SwitchOptions o = quick();
+	o.wipe_cache = false;
+	const SwitchResult kept = replace_cache(keep, "wb", new_cache(), o);
+	EXPECT_FALSE(keep.called("wipe"));
+	EXPECT_FALSE(kept.cache_wiped);
+	EXPECT_NE(switch_result_json("replace-cache", "wb", kept).find("\"cache_wiped\": false"), std::string::npos);
+
+	FakeSystem busy;
+	busy.fail_wipe = true;
+	const SwitchResult r = replace_cache(busy, "wb", new_cache(), quick());
+	EXPECT_EQ(busy.live, "0 2097152 writeboost 254:0 /dev/vdc");
+	ASSERT_TRUE(r.wipe_error);
+}
+
+TEST(ControlReplace, RefusesTheOldCacheTheBackingAndACheckRefusal)
+{
+	ReplaceRequest same = new_cache();
+	same.cache_devno = "254:16";
+	FakeSystem a;
+	EXPECT_THROW(replace_cache(a, "wb", same, quick()), RefusedError);
+	ReplaceRequest backing = new_cache();
+	backing.cache_devno = "254:0";
+	FakeSystem b;
+	EXPECT_THROW(replace_cache(b, "wb", backing, quick()), RefusedError);
+	ReplaceRequest refused = new_cache();
+	refused.check_cache = [](const std::string&, const std::string&) { throw RefusedError("holds XFS"); };
+	FakeSystem c;
+	EXPECT_THROW(replace_cache(c, "wb", refused, quick()), RefusedError);
+	for (FakeSystem* s : {&a, &b, &c}) {
+		EXPECT_FALSE(s->called("load") || s->called("suspend") || s->called("drop_caches"));
+		EXPECT_EQ(s->live, "0 2097152 writeboost 254:0 254:16");
+	}
+}
+
+TEST(ControlReplace, RefusesDeadLinearAndInterrupted)
+{
+	FakeSystem dead;
+	dead.wb.wbkit = true;
+	dead.wb.dead = true;
+	EXPECT_THROW(replace_cache(dead, "wb", new_cache(), quick()), Error);
+	EXPECT_FALSE(dead.called("suspend"));
+
+	FakeSystem linear;
+	linear.live = "0 100 linear 254:0 0";
+	EXPECT_THROW(replace_cache(linear, "wb", new_cache(), quick()), Error);
+	EXPECT_FALSE(linear.called("load"));
+
+	FakeSystem sys;
+	sys.messages = {{-1, 0}};
+	SwitchOptions o = quick();
+	o.flush.interrupted = [] { return true; };
+	EXPECT_THROW(replace_cache(sys, "wb", new_cache(), o), InterruptedError);
+	EXPECT_FALSE(sys.called("suspend"));
+	EXPECT_FALSE(sys.called("load"));
+}
+
+TEST(ControlReplace, TargetRefusesTheNewTable)
+{
+	FakeSystem sys;
+	sys.fail_load = true;
+	EXPECT_THROW(replace_cache(sys, "wb", new_cache(), quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.called("suspend"));
+	EXPECT_FALSE(sys.called("wipe"));
+}
+
+TEST(ControlReplace, SuspendFailsClearsAndResumes)
+{
+	FakeSystem sys;
+	sys.fail_suspend = true;
+	EXPECT_THROW(replace_cache(sys, "wb", new_cache(), quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.inactive);
+	EXPECT_EQ(sys.calls.back(), "resume wb");
+	EXPECT_FALSE(sys.called("wipe"));
+}
+
+TEST(ControlReplace, SuspendedWriteBackFailsClearsAndResumes)
+{
+	FakeSystem sys;
+	sys.wb.wbkit = true;
+	sys.messages = {{1, 0}, {1, 1}};
+	EXPECT_THROW(replace_cache(sys, "wb", new_cache(), quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+	EXPECT_FALSE(sys.called("wipe"));
+}
+
+TEST(ControlReplace, TooSlowWhileSuspendedPutsTheOldTableBackAndRetries)
+{
+	FakeSystem sys;
+	sys.messages = {{1, 0}, {-1, 0}, {1, 0}};
+	bool dirty_once = false;
+	sys.on_status = [&](WbState& s) {
+		if (!dirty_once && s.dirty == 0) {
+			dirty_once = true;
+			s.current_id += 1;
+			s.dirty = 5000;
+		}
+	};
+	SwitchOptions o = quick();
+	o.max_stall = 500ms;
+	const SwitchResult r = replace_cache(sys, "wb", new_cache(), o);
+	EXPECT_EQ(r.attempts, 2u);
+	EXPECT_EQ(r.stalls.size(), 2u);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 /dev/vdc");
+	auto first_suspend = std::find(sys.calls.begin(), sys.calls.end(), "suspend wb");
+	EXPECT_LT(std::find(first_suspend, sys.calls.end(), "clear wb"),
+		  std::find(first_suspend, sys.calls.end(), "resume wb"));
+	// Loaded twice: once per attempt.
+	int loads = 0;
+	for (const std::string& c : sys.calls)
+		loads += c.rfind("load wb", 0) == 0;
+	EXPECT_EQ(loads, 2);
+}
+
+TEST(ControlReplace, AttemptsRunOutLeavesTheOldTable)
+{
+	FakeSystem sys;
+	sys.messages.assign(20, {-1, 0});
+	for (std::size_t i = 0; i < sys.messages.size(); i += 2)
+		sys.messages[i] = {1, 0};
+	sys.on_status = [](WbState& s) {
+		if (s.dirty == 0) {
+			s.current_id += 1;
+			s.dirty = 5000;
+		}
+	};
+	SwitchOptions o = quick();
+	o.attempts = 2;
+	o.max_stall = 300ms;
+	EXPECT_THROW(replace_cache(sys, "wb", new_cache(), o), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+	EXPECT_FALSE(sys.called("wipe"));
+}
+
+TEST(ControlReplace, FailedResumePutsTheOldTableBack)
+{
+	// dm swapped the tables, then the new instance's preresume (the format
+	// of the new cache) failed.
+	FakeSystem sys;
+	sys.fail_resumes = 1;
+	sys.resume_swaps_on_failure = true;
+	EXPECT_THROW(replace_cache(sys, "wb", new_cache(), quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+	EXPECT_FALSE(sys.called("wipe"));
+	// The old table went back only after the suspended write-back.
+	auto wb = std::find(sys.calls.begin(), sys.calls.end(), "drop_caches wb (suspended)");
+	EXPECT_NE(std::find(wb, sys.calls.end(), "load wb 0 2097152 writeboost 254:0 254:16"), sys.calls.end());
+}
+
+TEST(ControlReplace, FailedResumeAndFailedWayBackSaySo)
+{
+	FakeSystem sys;
+	sys.fail_resumes = 2;
+	sys.resume_swaps_on_failure = true;
+	try {
+		replace_cache(sys, "wb", new_cache(), quick());
+		FAIL() << "no error";
+	} catch (const Error& e) {
+		EXPECT_NE(std::string(e.what()).find("putting the old table back failed too"), std::string::npos)
+			<< e.what();
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Mode
+
+TEST(ControlMode, WriteAroundKeepsEveryOtherOptionAndFlushesFirst)
+{
+	FakeSystem sys;
+	sys.wb.wbkit = true;
+	sys.wb.writeback_threshold = 70;
+	sys.wb.read_cache_threshold = 8;
+	sys.live = "0 2097152 writeboost 254:0 254:16 4 writeback_threshold 70 read_cache_threshold 8";
+	const SwitchResult r = set_mode(sys, "wb", true, quick());
+	EXPECT_TRUE(r.changed);
+	EXPECT_EQ(*r.mode, "write-around");
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16 6 writeback_threshold 70 read_cache_threshold 8 "
+			    "write_around_mode 1");
+	EXPECT_TRUE(sys.called("drop_caches wb (suspended)"));
+	EXPECT_FALSE(sys.called("wipe"));
+	// dm-wbkit: loaded before the suspend (its constructor only reads).
+	auto load = std::find_if(sys.calls.begin(), sys.calls.end(), [](const std::string& c) { return c.rfind("load", 0) == 0; });
+	EXPECT_LT(load, std::find(sys.calls.begin(), sys.calls.end(), "suspend wb"));
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+}
+
+TEST(ControlMode, BackToWriteBackReplacesTheKey)
+{
+	FakeSystem sys;
+	sys.wb.wbkit = true;
+	sys.wb.dirty = 0;
+	sys.wb.writeback_threshold = 70;
+	sys.live = "0 2097152 writeboost 254:0 254:16 4 write_around_mode 1 writeback_threshold 70";
+	const SwitchResult r = set_mode(sys, "wb", false, quick());
+	EXPECT_TRUE(r.changed);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16 4 writeback_threshold 70 write_around_mode 0");
+}
+
+TEST(ControlMode, AlreadyInThatModeChangesNothing)
+{
+	FakeSystem sys;
+	const SwitchResult r = set_mode(sys, "wb", false, quick());
+	EXPECT_FALSE(r.changed);
+	EXPECT_EQ(r.new_table, r.old_table);
+	EXPECT_FALSE(sys.called("drop_caches") || sys.called("suspend") || sys.called("load"));
+
+	FakeSystem wa;
+	wa.live = "0 2097152 writeboost 254:0 254:16 2 WRITE_AROUND_MODE 1";
+	EXPECT_FALSE(set_mode(wa, "wb", true, quick()).changed);
+	EXPECT_FALSE(wa.called("suspend"));
+	const std::string doc = switch_result_json("mode", "wb", set_mode(wa, "wb", true, quick()));
+	EXPECT_NE(doc.find("\"changed\": false"), std::string::npos);
+}
+
+TEST(ControlMode, UpstreamLoadsOnlyWhenSuspendedAndWrittenBack)
+{
+	// dm-writeboost's constructor formats (write-around) or replays the
+	// cache the live instance uses: not before the old one is quiet.
+	FakeSystem sys;
+	const SwitchResult r = set_mode(sys, "wb", true, quick());
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16 2 write_around_mode 1");
+	std::vector<std::string> tail(sys.calls.end() - 4, sys.calls.end());
+	EXPECT_EQ(tail, (std::vector<std::string>{"suspend wb", "drop_caches wb (suspended)",
+						  "load wb 0 2097152 writeboost 254:0 254:16 2 write_around_mode 1",
+						  "resume wb"}));
+	EXPECT_EQ(r.stalls.size(), 1u);
+}
+
+TEST(ControlMode, UpstreamLoadFailureResumesTheOldTable)
+{
+	FakeSystem sys;
+	sys.fail_load = true;
+	EXPECT_THROW(set_mode(sys, "wb", true, quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.suspended);
+	EXPECT_FALSE(sys.inactive);
+}
+
+TEST(ControlMode, UpstreamTooSlowWhileSuspendedLoadsNothing)
+{
+	FakeSystem sys;
+	sys.messages = {{1, 0}, {-1, 0}, {1, 0}};
+	bool dirty_once = false;
+	sys.on_status = [&](WbState& s) {
+		if (!dirty_once && s.dirty == 0) {
+			dirty_once = true;
+			s.current_id += 1;
+			s.dirty = 5000;
+		}
+	};
+	SwitchOptions o = quick();
+	o.max_stall = 500ms;
+	const SwitchResult r = set_mode(sys, "wb", true, o);
+	EXPECT_EQ(r.attempts, 2u);
+	EXPECT_FALSE(sys.called("clear")); // nothing was loaded in the first suspend
+	int loads = 0;
+	for (const std::string& c : sys.calls)
+		loads += c.rfind("load wb", 0) == 0;
+	EXPECT_EQ(loads, 1);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16 2 write_around_mode 1");
+}
+
+TEST(ControlMode, FailedResumePutsTheOldTableBack)
+{
+	FakeSystem sys;
+	sys.wb.wbkit = true;
+	sys.fail_resumes = 1;
+	sys.resume_swaps_on_failure = true;
+	EXPECT_THROW(set_mode(sys, "wb", true, quick()), Error);
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(sys.suspended);
+}
+
+TEST(ControlMode, SuspendAndWriteBackFailuresLeaveTheOldTable)
+{
+	FakeSystem suspend;
+	suspend.wb.wbkit = true;
+	suspend.fail_suspend = true;
+	EXPECT_THROW(set_mode(suspend, "wb", true, quick()), Error);
+	FakeSystem message;
+	message.wb.wbkit = true;
+	message.messages = {{1, 0}, {1, 1}};
+	EXPECT_THROW(set_mode(message, "wb", true, quick()), Error);
+	for (FakeSystem* s : {&suspend, &message}) {
+		EXPECT_EQ(s->live, "0 2097152 writeboost 254:0 254:16");
+		EXPECT_FALSE(s->suspended);
+		EXPECT_FALSE(s->inactive);
+	}
+}
+
+TEST(ControlMode, UpstreamWriteAroundWithReadCachingIsNotSwitchedBack)
+{
+	FakeSystem sys;
+	sys.live = "0 2097152 writeboost 254:0 254:16 4 write_around_mode 1 read_cache_threshold 8";
+	EXPECT_THROW(set_mode(sys, "wb", false, quick()), RefusedError);
+	EXPECT_FALSE(sys.called("load") || sys.called("suspend"));
+	// dm-wbkit distrusts those copies itself: switched.
+	FakeSystem wk;
+	wk.wb.wbkit = true;
+	wk.live = sys.live;
+	EXPECT_TRUE(set_mode(wk, "wb", false, quick()).changed);
+}
+
+TEST(ControlMode, RefusesDeadAndLinear)
+{
+	FakeSystem dead;
+	dead.wb.wbkit = true;
+	dead.wb.dead = true;
+	EXPECT_THROW(set_mode(dead, "wb", true, quick()), Error);
+	EXPECT_FALSE(dead.called("suspend"));
+	FakeSystem linear;
+	linear.live = "0 100 linear 254:0 0";
+	EXPECT_THROW(set_mode(linear, "wb", true, quick()), Error);
+}
+
 TEST(ControlJson, Documents)
 {
 	SwitchResult r;
@@ -663,6 +1059,7 @@ TEST(ControlJson, Documents)
 	r.stalls = {120ms};
 	r.old_table = "0 8 writeboost 254:0 254:16";
 	r.new_table = "0 8 linear 254:0 0";
+	r.cache_wiped = true;
 	const std::string doc = switch_result_json("detach", "wb", r);
 	EXPECT_NE(doc.find("\"schema\": \"wbctl/1\""), std::string::npos);
 	EXPECT_NE(doc.find("\"stall_ms\": 120"), std::string::npos);

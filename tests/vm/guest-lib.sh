@@ -75,6 +75,19 @@ wb_dm_status() {
 	$DMSETUP status "$1" | cut -d' ' -f4-
 }
 
+# wb_target_type <name>: the type of the device's one target.
+wb_target_type() {
+	$DMSETUP table "$1" | cut -d' ' -f3
+}
+
+# wb_report_stall <key> <file>: wbctl's "I/O held N ms" figure in the
+# file, reported as <key>_stall_ms; no figure fails the scenario.
+wb_report_stall() {
+	ms=$(sed -n 's/.*I\/O held \([0-9]*\) ms.*/\1/p' "$2" | head -n 1)
+	[ -n "$ms" ] || wb_fail "$1: wbctl printed no stall"
+	wb_report "${1}_stall_ms" "$ms"
+}
+
 # wb_status_field <n> [device]: field n of the status after dmsetup's
 # "start length target" prefix (1: cursor_pos, 7: nr_dirty_caches, ...).
 wb_status_field() {

@@ -1,5 +1,5 @@
 // wbctl: change a live writeboost device (dm-writeboost and dm-wbkit):
-// status, flush, detach and attach. The steps are in the library
+// status, flush, detach, attach, replace-cache and mode. The steps are in the library
 // (wbkit/control.hpp); this file parses the command line and prints.
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -25,12 +25,19 @@ constexpr const char* description = R"(Change a live writeboost device (dm-write
                                     its backing device (one short suspend)
   wbctl attach NAME --cache DEV     switch a linear mapping of a whole device to a
                                     writeboost table over DEV (one short suspend)
+  wbctl replace-cache NAME --cache DEV
+                                    flush, then switch NAME to the same writeboost
+                                    table over the blank cache DEV (one short suspend)
+  wbctl mode NAME write-back|write-around
+                                    flush, then reload NAME's table with
+                                    write_around_mode 0 or 1 (one short suspend)
 
-detach and attach print how long I/O was held (suspend to resume). Every
-failure leaves the device usable: resumed, with the table it had.
+detach, attach, replace-cache and mode print how long I/O was held (suspend
+to resume). Every failure leaves the device usable: resumed, with the table
+it had.
 
 Exit codes: 0 success, 1 stopped before done (Ctrl-C, --timeout) with the
-device as it was, or detached but the cache not wiped, 2 usage error,
+device as it was, or switched but the old cache not wiped, 2 usage error,
 3 operational error (a dmsetup step failed; the message says what state the
 device is in), 4 refused (a check on the cache device; nothing changed).)";
 
@@ -60,13 +67,14 @@ struct Options {
 	std::string cache;
 	std::vector<std::string> table_options;
 	bool force = false;
+	std::string mode;
 };
 
 std::string stall_text(const wbkit::SwitchResult& r)
 {
 	std::string text = fmt::format("I/O held {} ms (suspend to resume: suspend {} ms, ", r.stall.count(),
 				       r.suspend_took.count());
-	if (!r.new_table.empty() && r.new_table.find(" linear ") != std::string::npos)
+	if (r.drained)
 		text += fmt::format("write-back {} ms, ", r.writeback_took.count());
 	text += fmt::format("load and resume {} ms", r.resume_took.count());
 	if (r.stalls.size() > 1) {
@@ -152,6 +160,16 @@ wbkit::SwitchOptions switch_options(const Options& o, wbkit::ProgressReporter& r
 	return s;
 }
 
+int wipe_exit(const Options& o, const wbkit::SwitchResult& r)
+{
+	if (r.wipe_error) {
+		std::cerr << "wbctl: " << o.name << ": the old cache device could not be wiped: " << *r.wipe_error
+			  << "; it still holds the old log: zero its first MiB before it is used again\n";
+		return int(wbkit::ExitCode::damage);
+	}
+	return int(wbkit::ExitCode::ok);
+}
+
 int run_detach(const Options& o)
 {
 	catch_signals();
@@ -166,12 +184,7 @@ int run_detach(const Options& o)
 		std::cout << fmt::format("{}: detached: {}\n", o.name, r.new_table);
 		std::cout << fmt::format("{}: {}\n", o.name, stall_text(r));
 	}
-	if (r.wipe_error) {
-		std::cerr << "wbctl: " << o.name << ": the cache device could not be wiped: " << *r.wipe_error
-			  << "; it still holds the old log: zero its first MiB before it is used again\n";
-		return int(wbkit::ExitCode::damage);
-	}
-	return int(wbkit::ExitCode::ok);
+	return wipe_exit(o, r);
 }
 
 std::string devno_of(const std::string& path)
@@ -211,6 +224,75 @@ int run_attach(const Options& o)
 	return int(wbkit::ExitCode::ok);
 }
 
+int run_replace(const Options& o)
+{
+	catch_signals();
+	wbkit::DmsetupSystem system(o.dmsetup);
+	wbkit::ProgressReporter reporter("wbctl", o.progress.quiet, true);
+	reporter.set_machine_fd(o.progress.machine_fd);
+	wbkit::ReplaceRequest request;
+	request.cache = o.cache;
+	request.cache_devno = devno_of(o.cache);
+	std::optional<wbkit::CacheCheck> check;
+	const std::string self = devno_of(o.name.find('/') == std::string::npos ? "/dev/mapper/" + o.name : o.name);
+	request.check_cache = [&](const std::string& backing, const std::string& old_cache) {
+		std::vector<std::string> not_devnos{backing, old_cache};
+		if (!self.empty())
+			not_devnos.push_back(self);
+		check = wbkit::prepare_attach_cache(o.cache, not_devnos, o.force);
+		if (check->overridden)
+			std::cerr << "wbctl: warning: " << *check->overridden << '\n';
+	};
+	const wbkit::SwitchResult r = wbkit::replace_cache(system, o.name, request, switch_options(o, reporter));
+	reporter.finish();
+	if (o.json) {
+		std::cout << wbkit::switch_result_json("replace-cache", o.name, r, check) << '\n';
+	} else {
+		std::cout << fmt::format("{}: cache replaced: {}\n", o.name, r.new_table);
+		std::cout << fmt::format("{}: {}\n", o.name, stall_text(r));
+	}
+	return wipe_exit(o, r);
+}
+
+int run_mode(const Options& o)
+{
+	catch_signals();
+	wbkit::DmsetupSystem system(o.dmsetup);
+	wbkit::ProgressReporter reporter("wbctl", o.progress.quiet, true);
+	reporter.set_machine_fd(o.progress.machine_fd);
+	const wbkit::SwitchResult r =
+		wbkit::set_mode(system, o.name, o.mode == "write-around", switch_options(o, reporter));
+	reporter.finish();
+	if (o.json) {
+		std::cout << wbkit::switch_result_json("mode", o.name, r) << '\n';
+	} else if (!r.changed) {
+		std::cout << fmt::format("{}: already in {} mode, nothing changed: {}\n", o.name, o.mode, r.old_table);
+	} else {
+		std::cout << fmt::format("{}: {} mode: {}\n", o.name, o.mode, r.new_table);
+		std::cout << fmt::format("{}: {}\n", o.name, stall_text(r));
+	}
+	return int(wbkit::ExitCode::ok);
+}
+
+// The options of the drained switches (detach, replace-cache, mode).
+void add_drain_options(CLI::App& command, Options& o)
+{
+	command.add_flag("--json", o.json, "print the result as JSON (schema wbctl/1)");
+	command.add_option("--timeout", o.timeout, "give up when a flush takes longer than SECONDS (the device as it was)")
+		->type_name("SECONDS")
+		->check(CLI::PositiveNumber);
+	command.add_option("--max-stall", o.max_stall,
+			   "write back the blocks written after the flush while suspended for at most SECONDS, "
+			   "else resume and flush again (default 2)")
+		->type_name("SECONDS")
+		->check(CLI::PositiveNumber);
+	command.add_option("--attempts", o.attempts, "suspend at most N times (default 5)")
+		->type_name("N")
+		->check(CLI::Range(1, 100));
+	command.add_flag("--lockfs", o.lockfs, "freeze a mounted file system for the suspend (default: --nolockfs)");
+	wbkit::add_progress_options(command, o.progress);
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -235,23 +317,10 @@ int main(int argc, char** argv)
 
 	auto* detach = app.add_subcommand("detach", "flush, then switch the device to a linear mapping of its backing device");
 	detach->add_option("NAME", o.name, "the device-mapper device")->required();
-	detach->add_flag("--json", o.json, "print the result as JSON (schema wbctl/1)");
-	detach->add_option("--timeout", o.timeout, "give up when a flush takes longer than SECONDS (the device as it was)")
-		->type_name("SECONDS")
-		->check(CLI::PositiveNumber);
-	detach->add_option("--max-stall", o.max_stall,
-			   "write back the blocks written after the flush while suspended for at most SECONDS, "
-			   "else resume and flush again (default 2)")
-		->type_name("SECONDS")
-		->check(CLI::PositiveNumber);
-	detach->add_option("--attempts", o.attempts, "suspend at most N times (default 5)")
-		->type_name("N")
-		->check(CLI::Range(1, 100));
 	detach->add_flag("--keep-cache", o.keep_cache,
 			 "leave the cache device's old log in place (default: zero its first MiB once it is free; "
 			 "a later attach of the old log would replay stale data)");
-	detach->add_flag("--lockfs", o.lockfs, "freeze a mounted file system for the suspend (default: --nolockfs)");
-	wbkit::add_progress_options(*detach, o.progress);
+	add_drain_options(*detach, o);
 
 	auto* attach = app.add_subcommand("attach", "switch a linear mapping of a whole device to a writeboost table");
 	attach->add_option("NAME", o.name, "the device-mapper device (a linear mapping of a whole device)")->required();
@@ -267,6 +336,26 @@ int main(int argc, char** argv)
 	attach->add_flag("--json", o.json, "print the result as JSON (schema wbctl/1)");
 	attach->add_flag("--lockfs", o.lockfs, "freeze a mounted file system for the suspend (default: --nolockfs)");
 
+	auto* replace = app.add_subcommand("replace-cache",
+					   "flush, then switch the device to the same writeboost table over another cache");
+	replace->add_option("NAME", o.name, "the device-mapper device (a writeboost device)")->required();
+	replace->add_option("--cache", o.cache, "the new cache device (a block device, blank unless --force)")
+		->type_name("DEV")
+		->required();
+	replace->add_flag("--force", o.force,
+			  "use a new cache device that holds something (a file system, another cache's log): its "
+			  "first MiB is zeroed and the target formats it");
+	replace->add_flag("--keep-cache", o.keep_cache,
+			  "leave the old cache device's log in place (default: zero its first MiB once it is free)");
+	add_drain_options(*replace, o);
+
+	auto* mode = app.add_subcommand("mode", "flush, then reload the device's table in write-back or write-around mode");
+	mode->add_option("NAME", o.name, "the device-mapper device (a writeboost device)")->required();
+	mode->add_option("MODE", o.mode, "write-back (write_around_mode 0) or write-around (write_around_mode 1)")
+		->required()
+		->check(CLI::IsMember({"write-back", "write-around"}));
+	add_drain_options(*mode, o);
+
 	return wbkit::run_tool("wbctl", app, argc, argv, [&] {
 		if (status->parsed())
 			return run_status(o);
@@ -274,6 +363,10 @@ int main(int argc, char** argv)
 			return run_flush(o);
 		if (detach->parsed())
 			return run_detach(o);
+		if (replace->parsed())
+			return run_replace(o);
+		if (mode->parsed())
+			return run_mode(o);
 		return run_attach(o);
 	});
 }

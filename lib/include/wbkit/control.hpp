@@ -1,7 +1,9 @@
 // Changing a live writeboost device (wbctl): flush its dirty data home,
 // detach the cache (switch the device to a linear mapping of its backing
-// device) and attach one (switch a linear mapping to a writeboost table),
-// each with one short suspend, for dm-writeboost 2.2.17 and dm-wbkit alike.
+// device), attach one (switch a linear mapping to a writeboost table),
+// replace it (a writeboost table over another cache) and switch its mode
+// (the same table with write_around_mode 1 or 0), each with one short
+// suspend, for dm-writeboost 2.2.17 and dm-wbkit alike.
 //
 // The decisions are here, the system calls behind one interface (System):
 // dmsetup's table, status, suspend, load, clear, resume and the drop_caches
@@ -226,23 +228,32 @@ struct FlushResult {
 FlushResult flush(System& system, const std::string& name, const FlushOptions& options);
 
 // ---------------------------------------------------------------------------
-// Detach and attach
+// Detach, attach, replace-cache and mode
+//
+// detach, replace-cache and mode share one switch (drain_and_switch in
+// control.cpp): flush in rounds, load the new table, suspend, write back
+// (drop_caches on the suspended device) what came in after the flush,
+// resume; or, when that write-back takes too long, put the old table back
+// and try again. Only the new table differs: linear, writeboost over
+// another cache, writeboost with the other write_around_mode.
 
 struct SwitchOptions {
 	FlushOptions flush;
-	// Detach: suspend at most this many times before giving up.
+	// The drained switches (detach, replace-cache, mode): suspend at most
+	// this many times before giving up.
 	unsigned attempts = 5;
-	// Detach: while suspended, blocks written after the flush are written
-	// back in place when the write-back takes less than this; otherwise the
-	// device is resumed and flushed again.
+	// The drained switches: while suspended, blocks written after the flush
+	// are written back in place when the write-back takes less than this;
+	// otherwise the device is resumed and flushed again.
 	std::chrono::milliseconds max_stall{2000};
-	// Detach: flush again while the last flush left more than small_dirty
-	// blocks (written during it) and fewer than the one before, at most
-	// flush_rounds flushes before each suspend.
+	// The drained switches: flush again while the last flush left more
+	// than small_dirty blocks (written during it) and fewer than the one
+	// before, at most flush_rounds flushes before each suspend.
 	unsigned flush_rounds = 4;
 	std::uint64_t small_dirty = 32;
-	// Detach: wipe the cache device once it is free (default; a cache whose
-	// old log a later attach replayed would write stale data over newer).
+	// Detach, replace-cache: wipe the old cache device once it is free
+	// (default; a cache whose old log a later attach replayed would write
+	// stale data over newer).
 	bool wipe_cache = true;
 	// Freeze a mounted file system for the suspend (dmsetup's default).
 	// Off by default: a table switch keeps every byte the device reads, so
@@ -258,18 +269,25 @@ struct SwitchResult {
 	std::vector<std::chrono::milliseconds> stalls; // every suspend, the switch's last
 	// The switch's suspend, in parts: dmsetup suspend (queued I/O drains, the
 	// RAM buffer reaches the cache device), the write-back of what came in
-	// after the flush (detach), load and resume.
+	// after the flush (the drained switches), load (mode on dm-writeboost
+	// loads while suspended) and resume.
 	std::chrono::milliseconds suspend_took{0};
 	std::chrono::milliseconds writeback_took{0};
 	std::chrono::milliseconds resume_took{0};
-	// Detach: the dirty blocks a suspended write-back left at max_stall
+	// The dirty blocks a suspended write-back left at max_stall
 	// (read only then: a write-back that ends is its own check).
 	std::uint64_t dirty_at_suspend = 0;
 	std::string old_table;
 	std::string new_table;
 	unsigned attempts = 0;
-	FlushResult flushed;                   // the first flush (detach)
-	std::optional<std::string> wipe_error; // detach: the cache could not be wiped
+	FlushResult flushed;                   // the first flush (the drained switches)
+	bool drained = false;                  // a drained switch: flushed, written back while suspended
+	bool cache_wiped = false;              // detach, replace-cache: the old cache's first MiB was zeroed
+	std::optional<std::string> wipe_error; // detach, replace-cache: the old cache could not be wiped
+	// mode: the mode asked for ("write-back", "write-around"), and whether
+	// the table changed (false: it had that mode, nothing was done).
+	std::optional<std::string> mode;
+	bool changed = true;
 };
 
 // Flush (in rounds), load the linear table (inactive), suspend, write back
@@ -314,8 +332,55 @@ CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::
 SwitchResult attach(System& system, const std::string& name, const AttachRequest& request,
 		    const SwitchOptions& options);
 
+// The table's optional arguments with the tunables as the target runs them
+// now, for a table that replaces it (replace-cache, mode): a message changes
+// writeback_threshold, sync_data_interval, update_sb_record_interval and
+// read_cache_threshold, and `dmsetup table` shows upstream's as the table
+// line typed them and neither module's keys that the line did not give.
+// The status shows those four: where one differs from the table's value
+// (0, the default, when absent), the status's value is written (in place,
+// or appended). Everything else is kept as it is.
+std::vector<std::pair<std::string, std::string>> live_table_args(const WbTarget& target);
+
+struct ReplaceRequest {
+	std::string cache;       // the new cache, as the table line names it
+	std::string cache_devno; // major:minor: refused when it is the old cache or the backing device
+	// Called with the backing device and the old cache (major:minor) before
+	// anything is loaded: checks the new cache (prepare_attach_cache),
+	// throws to stop.
+	std::function<void(const std::string& backing_devno, const std::string& old_cache_devno)> check_cache;
+};
+
+// A writeboost device's cache swapped for another, with the table's
+// options as the target runs them (live_table_args): the switch of detach with the table
+// `0 <sectors> writeboost <backing> <new cache> [<its options>]`. Loaded
+// before the suspend (the constructor only reads a cache other than the
+// live one on dm-wbkit; upstream formats the blank new cache in its
+// constructor); the resume formats it on dm-wbkit. After it, every block
+// is on the backing device and the new cache is empty. A failed resume
+// puts the old table back (nothing is dirty on the old cache then). The
+// old cache is wiped as detach wipes it (wipe_cache).
+SwitchResult replace_cache(System& system, const std::string& name, const ReplaceRequest& request,
+			   const SwitchOptions& options);
+
+// The table's write_around_mode (0 when absent).
+bool table_write_around(const WbTable& table);
+
+// The same table with write_around_mode 1 (write_around) or 0, every other
+// option kept (live_table_args), by the switch of detach: dirty data is written back first
+// (dm-wbkit would write it back in the new instance's preresume, inside
+// the stall; upstream's write-around constructor formats the cache and
+// loses it). Nothing is done when the table has the mode already
+// (changed = false). On dm-writeboost the table is loaded only while the
+// device is suspended and written back: its constructor replays or formats
+// the cache the live instance uses. Refused on dm-writeboost from
+// write-around to write-back when the write-around instance caches reads
+// (read_cache_threshold): upstream would replay those copies after
+// write-around writes changed the backing device (kmod/README.md).
+SwitchResult set_mode(System& system, const std::string& name, bool write_around, const SwitchOptions& options);
+
 // wbctl's --json documents (schema wbctl/1): one for a switch (detach,
-// attach), one for a flush.
+// attach, replace-cache, mode), one for a flush.
 std::string switch_result_json(std::string_view command, std::string_view name, const SwitchResult& result,
 			       const std::optional<CacheCheck>& cache = std::nullopt);
 std::string flush_result_json(std::string_view name, const FlushResult& result);

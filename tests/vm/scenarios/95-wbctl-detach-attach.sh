@@ -40,18 +40,6 @@ WBCTL=/usr/local/bin/wbctl
 modprobe ext4 || wb_fail "modprobe ext4 failed"
 mkdir -p /mnt
 
-# target_type <name>: the type of the device's one target.
-target_type() {
-	$DMSETUP table "$1" | cut -d' ' -f3
-}
-
-# stall <tag> <output file>: wbctl's "I/O held N ms" figure, reported.
-stall() {
-	ms=$(sed -n 's/.*I\/O held \([0-9]*\) ms.*/\1/p' "$2" | head -n 1)
-	[ -n "$ms" ] || wb_fail "$1: wbctl printed no stall"
-	wb_report "${1}_stall_ms" "$ms"
-}
-
 # run_module <module> <tag> <backing> <cache>
 run_module() {
 	mod=$1 tag=$2 B=$3 C=$4
@@ -75,16 +63,16 @@ run_module() {
 
 	$WBCTL detach wb >/tmp/detach.$tag 2>&1 || { cat /tmp/detach.$tag; wb_fail "$tag: wbctl detach failed"; }
 	sed "s/^/$tag detach: /" /tmp/detach.$tag
-	stall ${tag}_detach /tmp/detach.$tag
-	wb_report "${tag}_after_detach" "$(target_type wb)"
+	wb_report_stall ${tag}_detach /tmp/detach.$tag
+	wb_report "${tag}_after_detach" "$(wb_target_type wb)"
 	sleep 3
 	kill -0 $fio_pid 2>/dev/null || { cat /tmp/fio.$tag; wb_fail "$tag: fio stopped during detach"; }
 
 	$WBCTL attach wb --cache "$C" -o writeback_threshold=0 >/tmp/attach.$tag 2>&1 ||
 		{ cat /tmp/attach.$tag; wb_fail "$tag: wbctl attach failed"; }
 	sed "s/^/$tag attach: /" /tmp/attach.$tag
-	stall ${tag}_attach /tmp/attach.$tag
-	wb_report "${tag}_after_attach" "$(target_type wb)"
+	wb_report_stall ${tag}_attach /tmp/attach.$tag
+	wb_report "${tag}_after_attach" "$(wb_target_type wb)"
 	sleep 4
 	kill -0 $fio_pid 2>/dev/null || { cat /tmp/fio.$tag; wb_fail "$tag: fio stopped during attach"; }
 
