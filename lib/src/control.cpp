@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
+#include <sstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -15,8 +16,11 @@
 #include <thread>
 #include <unistd.h>
 
+#include "wbkit/atomic_file.hpp"
 #include "wbkit/device.hpp"
 #include "wbkit/format.hpp"
+#include "wbkit/log_scan.hpp"
+#include "wbkit/replay.hpp"
 #include "words.hpp"
 
 namespace wbkit {
@@ -212,6 +216,14 @@ CacheContent classify_cache_content(std::span<const std::byte> blk, std::span<co
 		what = "an LVM2 physical volume label";
 	else if (has(blk, 4086, "SWAPSPACE2"))
 		what = "a swap area";
+	else if (has(blk2, 24, "\xc6\x85\x73\xf6\x4e\x1a\x45\xca\x82\x65\xf5\x7f\x48\xba\x6d\x81"))
+		what = "a bcache superblock"; // at 4 KiB: sector 0 is zero, which alone reads as blank
+	else if (le32(blk, 0) == 0x23489321)
+		what = "a dm-writecache superblock";
+	else if (le32(blk, 32) == 6142003 && le32(blk, 36) == 0)
+		what = "dm-cache metadata";
+	else if (le32(blk, 32) == 27022010 && le32(blk, 36) == 0)
+		what = "dm-thin metadata";
 	else if (has(blk, 512, "EFI PART"))
 		what = "a GPT partition table";
 	else if (u8(blk, 510) == 0x55 && u8(blk, 511) == 0xaa)
@@ -302,6 +314,16 @@ void DmsetupSystem::resume(const std::string& name) { run({"resume", name}); }
 void DmsetupSystem::load(const std::string& name, const std::string& line) { run({"load", name, "--table", line}); }
 void DmsetupSystem::clear(const std::string& name) { run({"clear", name}); }
 
+bool DmsetupSystem::exists(const std::string& name)
+{
+	return run_program({program_, "info", name}, true).status == 0;
+}
+void DmsetupSystem::create(const std::string& name, const std::string& line)
+{
+	run({"create", name, "--table", line});
+}
+void DmsetupSystem::remove(const std::string& name) { run({"remove", name}); }
+
 std::unique_ptr<PendingMessage> DmsetupSystem::start_drop_caches(const std::string& name)
 {
 	return std::make_unique<DmsetupMessage>(std::vector<std::string>{program_, "message", name, "0", "drop_caches"});
@@ -352,14 +374,20 @@ std::string block_device_path(const std::string& devno, const std::string& sysfs
 	return path;
 }
 
-CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::string>& not_devnos, bool force)
+namespace {
+
+// The cache device's checks common to attach and create: a block device,
+// none of not_devnos, free (an exclusive open), large enough; what its
+// first blocks hold. The device stays open (read-only, exclusive) for a
+// closer look.
+std::unique_ptr<Device> open_cache_candidate(const std::string& path, const std::vector<std::string>& not_devnos,
+					     CacheCheck& check)
 {
 	struct stat st {};
 	if (::stat(path.c_str(), &st) != 0)
 		throw IoError("cannot find the cache device", path, errno);
 	if (!S_ISBLK(st.st_mode))
 		throw RefusedError(path + ": not a block device: a cache must be one");
-	CacheCheck check;
 	check.devno = fmt::format("{}:{}", major(st.st_rdev), minor(st.st_rdev));
 	for (const std::string& other : not_devnos)
 		if (other == check.devno)
@@ -379,16 +407,87 @@ CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::
 	device->read_exact(4096, blk2.span());
 	device->read_exact(65536, blk64.span());
 	check.content = classify_cache_content(blk.span(), blk2.span(), blk64.span());
-	if (check.content.kind == CacheContent::Kind::blank)
-		return check;
+	return device;
+}
+
+// --force over a refusal: the first MiB zeroed (the target formats the
+// cache), the refusal kept as what was overridden; without force, the
+// refusal thrown.
+void zero_or_refuse(const std::string& path, std::unique_ptr<Device> device, CacheCheck& check, bool force,
+		    const std::string& held)
+{
 	if (!force)
 		throw RefusedError(fmt::format("{} holds {}: refusing to use it as a cache (--force zeroes its first MiB "
 					       "and formats it: what it holds is lost)",
-					       path, check.content.what));
-	check.overridden = fmt::format("{} held {}: --force zeroed its first MiB, the target formats it", path,
-				       check.content.what);
+					       path, held));
+	check.overridden = fmt::format("{} held {}: --force zeroed its first MiB, the target formats it", path, held);
 	device.reset();
 	zero_cache_head(path);
+}
+
+} // namespace
+
+CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::string>& not_devnos, bool force)
+{
+	CacheCheck check;
+	auto device = open_cache_candidate(path, not_devnos, check);
+	if (check.content.kind != CacheContent::Kind::blank)
+		zero_or_refuse(path, std::move(device), check, force, check.content.what);
+	return check;
+}
+
+CreateCheck prepare_create_devices(const std::string& backing, const std::optional<std::string>& cache, bool force)
+{
+	CreateCheck check;
+	struct stat st {};
+	if (::stat(backing.c_str(), &st) != 0)
+		throw IoError("cannot find the backing device", backing, errno);
+	if (!S_ISBLK(st.st_mode))
+		throw RefusedError(backing + ": not a block device: the backing device must be one");
+	check.backing_devno = fmt::format("{}:{}", major(st.st_rdev), minor(st.st_rdev));
+	{
+		// Exclusive: a mounted file system or a target holding it would
+		// be written behind the cache's back.
+		auto device = open_device(backing, {.writable = false, .direct = true, .exclusive = true});
+		check.backing_sectors = device->size_bytes() / sector_size;
+	}
+	if (check.backing_sectors == 0)
+		throw RefusedError(backing + ": the backing device is empty");
+	if (!cache)
+		return check;
+
+	CacheCheck& c = check.cache.emplace();
+	auto device = open_cache_candidate(*cache, {check.backing_devno}, c);
+	switch (c.content.kind) {
+	case CacheContent::Kind::blank:
+		return check;
+	case CacheContent::Kind::foreign:
+		zero_or_refuse(*cache, std::move(device), c, force, c.content.what);
+		return check;
+	case CacheContent::Kind::writeboost:
+		break;
+	}
+	// A log: the target replays it. Whether it would, and onto what, is
+	// read here first, without writing.
+	const LogScan scan = scan_log(*device, {.backing_bytes = check.backing_sectors * sector_size});
+	const ReplayPlan plan = replay_plan(scan, {.backing_sectors = check.backing_sectors});
+	std::string refusal;
+	if (!scan.replayable())
+		refusal = "a writeboost superblock whose geometry does not read";
+	else if (scan.refused())
+		refusal = "a writeboost log the target refuses to replay (see `wbdump --validate`)";
+	else if (plan.summary().skipped_sectors > 0)
+		refusal = fmt::format("a writeboost log with dirty sectors past the end of {} (the first: {}), so "
+				      "the log of another backing device",
+				      backing, plan.summary().first_skipped_sector.value_or(0));
+	if (!refusal.empty()) {
+		if (scan.dirty_blocks > 0)
+			refusal += fmt::format(" ({} dirty blocks: `wbrecover` reads them)", scan.dirty_blocks);
+		zero_or_refuse(*cache, std::move(device), c, force, refusal);
+		return check;
+	}
+	check.replay_dirty_blocks = plan.summary().dirty_blocks;
+	check.replay_segments = plan.summary().segments_contributing;
 	return check;
 }
 
@@ -914,6 +1013,106 @@ SwitchResult attach(System& system, const std::string& name, const AttachRequest
 }
 
 // ---------------------------------------------------------------------------
+// Create
+
+CreateResult create(System& system, const std::string& name, const CreateRequest& request)
+{
+	if (name.empty() || name.find('/') != std::string::npos)
+		throw UsageError(fmt::format("'{}': a device-mapper name has no '/'", name));
+	if (system.exists(name))
+		throw Error(fmt::format("{}: a device-mapper device of that name exists already", name));
+	if (!request.check_devices)
+		throw Error("create: no device check");
+	const std::uint64_t sectors = request.check_devices();
+	CreateResult result;
+	result.table = request.cache ? writeboost_table_line(sectors, request.backing, *request.cache, request.args)
+				     : linear_table_line(sectors, request.backing);
+	const Clock::time_point t0 = system.now();
+	try {
+		system.create(name, result.table);
+	} catch (const Error& e) {
+		// dmsetup removes a device whose table did not load or resume;
+		// one left behind (an older dmsetup, a signal) has no usable table.
+		std::string left;
+		if (system.exists(name)) {
+			try {
+				system.remove(name);
+				left = "; the half-made device was removed";
+			} catch (const Error& again) {
+				left = fmt::format("; the half-made device is left: run `dmsetup remove {}` ({})", name,
+						   again.what());
+			}
+		}
+		throw Error(fmt::format("{}: the target did not start (the kernel log says why): {}", name, e.what()) +
+			    left);
+	}
+	result.took = ms_between(t0, system.now());
+	const DmTargetLine line = single_target(system.table(name), name);
+	const std::string want = request.cache ? "writeboost" : "linear";
+	if (line.type != want)
+		throw Error(fmt::format("{}: created, but its table names the target {}, not {}", name, line.type, want));
+	if (request.cache)
+		result.dirty_blocks = read_status(system, name).nr_dirty_cache_blocks;
+	return result;
+}
+
+std::string writeboosttab_line(const std::string& name, const std::string& backing, const std::string& cache,
+			       const std::vector<std::pair<std::string, std::string>>& args)
+{
+	std::string options;
+	for (const auto& [key, value] : args) {
+		if (key == "write_around_mode" || key == "nr_read_cache_cells")
+			throw UsageError(fmt::format("{}: writeboosttab's options are sent as messages after the "
+						     "device is created, and {} is fixed at construction",
+						     key, key));
+		options += (options.empty() ? "" : ",") + key + "=" + value;
+	}
+	for (const std::string* word : {&name, &backing, &cache})
+		if (word->empty() || word->find_first_of(" \t\n#") != std::string::npos)
+			throw UsageError(fmt::format("'{}': a writeboosttab field has no blanks and no '#'", *word));
+	std::string line = name + "\t" + backing + "\t" + cache;
+	if (!options.empty())
+		line += "\t" + options;
+	return line;
+}
+
+namespace {
+
+// The file's text ("" when it does not exist); RefusedError when a line
+// names the device already.
+std::string writeboosttab_without(const std::string& path, const std::string& name)
+{
+	std::string text;
+	if (std::ifstream in{path}) {
+		text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+		std::istringstream lines(text);
+		std::string entry;
+		while (std::getline(lines, entry)) {
+			const auto words = words_of(entry);
+			if (!words.empty() && words.front() == name)
+				throw RefusedError(fmt::format("{}: names {} already", path, name));
+		}
+	} else if (errno != ENOENT) {
+		throw IoError("cannot read", path, errno);
+	}
+	return text;
+}
+
+} // namespace
+
+void check_writeboosttab(const std::string& path, const std::string& name) { writeboosttab_without(path, name); }
+
+void append_writeboosttab(const std::string& path, const std::string& name, const std::string& line)
+{
+	std::string text = writeboosttab_without(path, name);
+	if (!text.empty() && text.back() != '\n')
+		text += '\n';
+	AtomicFile out(path);
+	out.stream() << text << line << '\n';
+	out.commit();
+}
+
+// ---------------------------------------------------------------------------
 // JSON
 
 namespace {
@@ -965,6 +1164,29 @@ std::string switch_result_json(std::string_view command, std::string_view name, 
 				     {"held", cache->content.what},
 				     {"forced", cache->overridden.has_value()}};
 	}
+	return doc.dump(2);
+}
+
+std::string create_result_json(std::string_view name, const CreateResult& result, const CreateCheck& check,
+			       const std::optional<std::string>& tab_path)
+{
+	ojson doc{{"schema", "wbctl/1"}, {"command", "create"}, {"device", name}};
+	doc["new_table"] = result.table;
+	doc["create_ms"] = result.took.count();
+	doc["backing"] = ojson{{"devno", check.backing_devno}, {"sectors", check.backing_sectors}};
+	if (check.cache) {
+		const char* kind = check.cache->overridden                                       ? "zeroed"
+				   : check.cache->content.kind == CacheContent::Kind::writeboost ? "replayed"
+												 : "formatted";
+		doc["cache"] = ojson{{"devno", check.cache->devno},
+				     {"bytes", check.cache->bytes},
+				     {"held", check.cache->content.what},
+				     {"forced", check.cache->overridden.has_value()},
+				     {"start", kind}};
+		doc["log_dirty_blocks"] = check.replay_dirty_blocks ? ojson(*check.replay_dirty_blocks) : ojson(nullptr);
+		doc["dirty_blocks"] = result.dirty_blocks ? ojson(*result.dirty_blocks) : ojson(nullptr);
+	}
+	doc["writeboosttab"] = tab_path ? ojson(*tab_path) : ojson(nullptr);
 	return doc.dump(2);
 }
 

@@ -16,7 +16,7 @@ HELP_WORDS = {
     "wbrecover": ("--salvage", "--output", "--report", "single point", "Exit codes", "0 nothing was lost"),
     "wbstat": ("--json", "--prometheus-file", "--interval", "dead_cause", "error_counts", "never writes",
                "Exit codes", "1 a dm-wbkit target is dead"),
-    "wbctl": ("status", "flush", "detach", "attach", "replace-cache", "mode", "Exit codes", "4 refused"),
+    "wbctl": ("create", "status", "flush", "detach", "attach", "replace-cache", "mode", "Exit codes", "4 refused"),
 }
 
 

@@ -17,6 +17,7 @@ import time
 import jsonschema
 import pytest
 
+import craft
 from conftest import ROOT, DAMAGE, OK, OPERATIONAL, REFUSED, USAGE, cannot_run, run, sha256, tool_path
 
 FAKE = textwrap.dedent("""\
@@ -61,6 +62,12 @@ FAKE = textwrap.dedent("""\
         (d / "suspended").unlink(missing_ok=True)
     elif cmd == "load":
         (d / "inactive").write_text(args[args.index("--table") + 1])
+    elif cmd == "info":
+        sys.exit(0 if (d / "live").exists() else 1)
+    elif cmd == "create":
+        (d / "live").write_text(args[args.index("--table") + 1] + "\\n")
+    elif cmd == "remove":
+        (d / "live").unlink(missing_ok=True)
     elif cmd == "clear":
         (d / "inactive").unlink(missing_ok=True)
     elif cmd == "message" and args[3:] == ["drop_caches"]:
@@ -461,3 +468,120 @@ def test_replace_cache_keeps_a_tunable_a_message_changed(fake, loops, tmp_path):
                 "-q"], env=fake.env)
     assert done.returncode == OK, done.stderr
     assert fake.get("live") == f"0 2097152 writeboost 4094:0 {cache} 2 writeback_threshold 30\n"
+
+
+# create: the devices are loop devices over files, the stand-in dmsetup
+# takes the table.
+@pytest.fixture
+def fresh(fake, loops, tmp_path):
+    """No device named wb yet, and a free 8 MiB backing loop device."""
+    (fake.dir / "live").unlink()
+    fake.put("dirty", "0")
+    backing = tmp_path / "backing.img"
+    backing.write_bytes(bytes(8 << 20))
+    return loops(backing)
+
+
+def test_create_formats_a_blank_cache_and_adds_the_tab_line(fake, fresh, loops, tmp_path):
+    cache = loops(cache_image(tmp_path))
+    tab = tmp_path / "writeboosttab"
+    tab.write_text("# devices\n")
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", cache, "-o", "writeback_threshold=70",
+                    "--tab", "--tab-file", tab, "--json")
+    assert done.returncode == OK, done.stderr
+    assert fake.get("live") == f"0 16384 writeboost {fresh} {cache} 2 writeback_threshold 70\n"
+    doc = json.loads(done.stdout)
+    validate(doc)
+    assert doc["cache"]["start"] == "formatted" and doc["backing"]["sectors"] == 16384
+    assert tab.read_text() == f"# devices\nwb\t{fresh}\t{cache}\twriteback_threshold=70\n"
+    assert "kernel name" in done.stderr  # /dev/loopN in the tab: a warning
+
+    # The name exists now: refused before any device is looked at.
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", cache)
+    assert done.returncode == OPERATIONAL and "exists already" in done.stderr
+
+
+def test_create_without_a_cache_is_a_linear_mapping_attach_takes(fake, fresh, loops, tmp_path):
+    done = fake.run("create", "wb", "--backing", fresh)
+    assert done.returncode == OK, done.stderr
+    assert fake.get("live") == f"0 16384 linear {fresh} 0\n"
+    assert "wbctl attach wb --cache" in done.stdout
+    # A real block device behind the linear table: attach's own check of the
+    # mapping (the whole device from 0) passes.
+    fake.put("live", f"0 16384 linear {devno(fresh)} 0\n")
+    cache = loops(cache_image(tmp_path))
+    done = fake.run("attach", "wb", "--cache", cache)
+    assert done.returncode == OK, done.stderr
+    assert fake.get("live").split()[2] == "writeboost"
+
+
+def test_create_replays_a_log_of_this_backing_device(fake, fresh, loops, tmp_path):
+    image = craft.make_cache(tmp_path / "log.img", 4, [
+        (1, [(8, 0xFF, craft.block_data(1, 8)), (64, 0xFF, craft.block_data(2, 64))]),
+        (2, [(8, 0xFF, craft.block_data(3, 8))]),
+    ])
+    before = sha256(image)
+    cache = loops(image)
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", cache, "--json")
+    assert done.returncode == OK, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["cache"]["start"] == "replayed" and doc["log_dirty_blocks"] == 2, doc
+    assert sha256(image) == before  # the check only reads
+
+
+def test_create_refuses_the_log_of_another_backing_device(fake, fresh, loops, tmp_path):
+    # A dirty block past the end of the 8 MiB backing device.
+    image = craft.make_cache(tmp_path / "log.img", 4, [(1, [(1 << 20, 0xFF, craft.block_data(1, 1 << 20))])])
+    before = sha256(image)
+    cache = loops(image)
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", cache)
+    assert done.returncode == REFUSED, done.stderr
+    assert "past the end" in done.stderr and "1 dirty blocks" in done.stderr
+    assert sha256(image) == before and fake.get("live") is None
+    assert not any(c.startswith("create") for c in fake.calls())
+
+
+@pytest.mark.parametrize("what,head", [
+    ("ext2/3/4", bytes(1080) + b"\x53\xef"),
+    ("bcache", bytes(4096 + 24) + bytes([0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a, 0x45, 0xca,
+                                         0x82, 0x65, 0xf5, 0x7f, 0x48, 0xba, 0x6d, 0x81])),
+], ids=["ext4", "bcache"])
+def test_create_refuses_what_the_cache_holds_and_force_wipes_it(fake, fresh, loops, tmp_path, what, head):
+    image = cache_image(tmp_path, head)
+    cache = loops(image)
+    before = sha256(image)
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", cache)
+    assert done.returncode == REFUSED, done.stderr
+    assert what in done.stderr and sha256(image) == before and fake.get("live") is None
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", cache, "--force")
+    assert done.returncode == OK, done.stderr
+    assert image.read_bytes()[: 1 << 20] == bytes(1 << 20)
+
+
+def test_create_refuses_a_backing_device_in_use_and_the_same_device_twice(fake, fresh, loops, tmp_path):
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", fresh)
+    assert done.returncode == REFUSED, done.stderr
+    holder = open(fresh, "rb")  # noqa: SIM115 - held while wbctl runs
+    try:
+        fd = os.open(fresh, os.O_RDONLY | os.O_EXCL)  # the way a mount holds it
+    finally:
+        holder.close()
+    try:
+        done = fake.run("create", "wb", "--backing", fresh)
+        assert done.returncode != OK and fake.get("live") is None, done.stderr
+        assert "busy" in done.stderr.lower() or "in use" in done.stderr.lower(), done.stderr
+    finally:
+        os.close(fd)
+
+
+def test_create_option_errors_change_nothing(fake, fresh, tmp_path):
+    tab = tmp_path / "writeboosttab"
+    for args in (["-o", "write_around_mode=1", "--cache", "/dev/null", "--tab", "--tab-file", str(tab)],
+                 ["-o", "writeback_threshold=70"], ["--tab", "--tab-file", str(tab)]):
+        done = fake.run("create", "wb", "--backing", fresh, *args)
+        assert done.returncode == USAGE, (args, done.stderr)
+    assert fake.get("live") is None and not tab.exists()
+    tab.write_text("wb /dev/x /dev/y\n")
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", "/dev/null", "--tab", "--tab-file", tab)
+    assert done.returncode == REFUSED and "names wb already" in done.stderr, done.stderr
+    assert fake.get("live") is None

@@ -9,9 +9,11 @@
 #include <cstring>
 #include <deque>
 #include <fmt/format.h>
+#include <fstream>
 
 #include "wbkit/control.hpp"
 #include "wbkit/format.hpp"
+#include "temp_image.hpp"
 
 using namespace wbkit;
 using namespace std::chrono_literals;
@@ -145,6 +147,33 @@ public:
 	{
 		calls.push_back("clear " + name);
 		inactive.reset();
+	}
+	// create: whether the name exists; what create does.
+	bool present = true;
+	bool fail_create = false;
+	bool create_leaves_device = false; // a failed create left the device
+	bool fail_remove = false;
+	bool exists(const std::string& name) override
+	{
+		calls.push_back("exists " + name);
+		return present;
+	}
+	void create(const std::string& name, const std::string& line) override
+	{
+		calls.push_back("create " + name + " " + line);
+		if (fail_create) {
+			present = create_leaves_device;
+			throw DmsetupError("create failed");
+		}
+		present = true;
+		live = line;
+	}
+	void remove(const std::string& name) override
+	{
+		calls.push_back("remove " + name);
+		if (fail_remove)
+			throw DmsetupError("remove failed");
+		present = false;
 	}
 	std::unique_ptr<PendingMessage> start_drop_caches(const std::string& name) override
 	{
@@ -282,6 +311,31 @@ TEST(ControlCache, Classify)
 	std::fill(b0.begin(), b0.end(), std::byte{0});
 	std::memcpy(b64.data() + 64, "_BHRfS_M", 8);
 	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "a btrfs file system");
+}
+
+TEST(ControlCache, OtherCachesSignatures)
+{
+	std::vector<std::byte> b0(4096), b1(4096), b64(4096);
+	// bcache's superblock sits at 4 KiB, its sector 0 zero: the kernel's
+	// rule alone would format it.
+	const unsigned char bcache_magic[] = {0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a, 0x45, 0xca,
+					      0x82, 0x65, 0xf5, 0x7f, 0x48, 0xba, 0x6d, 0x81};
+	std::memcpy(b1.data() + 24, bcache_magic, sizeof bcache_magic);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::foreign);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "a bcache superblock");
+	b1[30] = std::byte{0}; // one byte off is not bcache's
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::blank);
+
+	const std::uint32_t writecache = 0x23489321;
+	std::memcpy(b0.data(), &writecache, 4);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "a dm-writecache superblock");
+	std::fill(b0.begin(), b0.end(), std::byte{0});
+	b0[0] = std::byte{0x11}; // a checksum
+	const std::uint64_t cache_meta = 6142003, thin_meta = 27022010;
+	std::memcpy(b0.data() + 32, &cache_meta, 8);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "dm-cache metadata");
+	std::memcpy(b0.data() + 32, &thin_meta, 8);
+	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "dm-thin metadata");
 }
 
 // ---------------------------------------------------------------------------
@@ -1064,4 +1118,158 @@ TEST(ControlJson, Documents)
 	EXPECT_NE(doc.find("\"schema\": \"wbctl/1\""), std::string::npos);
 	EXPECT_NE(doc.find("\"stall_ms\": 120"), std::string::npos);
 	EXPECT_NE(doc.find("\"cache_wiped\": true"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// Create
+
+namespace {
+
+CreateRequest create_request(std::optional<std::string> cache, std::uint64_t sectors = 409600)
+{
+	return {.backing = "/dev/vdb",
+		.cache = std::move(cache),
+		.args = {{"writeback_threshold", "70"}},
+		.check_devices = [sectors] { return sectors; }};
+}
+
+} // namespace
+
+TEST(ControlCreate, WriteboostTableFromTheCheckedSize)
+{
+	FakeSystem sys;
+	sys.present = false;
+	sys.wb.dirty = 17; // what the target replayed
+	const CreateResult r = create(sys, "wb", create_request("/dev/vdc"));
+	EXPECT_EQ(r.table, "0 409600 writeboost /dev/vdb /dev/vdc 2 writeback_threshold 70");
+	EXPECT_TRUE(sys.called("create wb 0 409600 writeboost /dev/vdb /dev/vdc 2 writeback_threshold 70"));
+	EXPECT_EQ(r.dirty_blocks, 17u);
+	EXPECT_FALSE(sys.called("remove"));
+}
+
+TEST(ControlCreate, LinearWithoutACache)
+{
+	FakeSystem sys;
+	sys.present = false;
+	CreateRequest request = create_request(std::nullopt);
+	request.args.clear();
+	const CreateResult r = create(sys, "wb", request);
+	EXPECT_EQ(r.table, "0 409600 linear /dev/vdb 0");
+	EXPECT_FALSE(r.dirty_blocks);
+	// What attach takes: one linear target over the whole device from 0.
+	EXPECT_TRUE(parse_linear_params("/dev/vdb 0"));
+}
+
+TEST(ControlCreate, RefusesAnExistingNameBeforeTheCheck)
+{
+	FakeSystem sys;
+	bool checked = false;
+	CreateRequest request = create_request("/dev/vdc");
+	request.check_devices = [&] {
+		checked = true;
+		return std::uint64_t(8);
+	};
+	EXPECT_THROW(create(sys, "wb", request), Error);
+	EXPECT_FALSE(checked);
+	EXPECT_FALSE(sys.called("create"));
+	EXPECT_THROW(create(sys, "a/b", request), UsageError);
+}
+
+TEST(ControlCreate, CheckRefusalCreatesNothing)
+{
+	FakeSystem sys;
+	sys.present = false;
+	CreateRequest request = create_request("/dev/vdc");
+	request.check_devices = []() -> std::uint64_t { throw RefusedError("/dev/vdc holds an XFS file system"); };
+	EXPECT_THROW(create(sys, "wb", request), RefusedError);
+	EXPECT_FALSE(sys.called("create"));
+}
+
+TEST(ControlCreate, FailedCreateLeavesNoDevice)
+{
+	FakeSystem sys;
+	sys.present = false;
+	sys.fail_create = true;
+	EXPECT_THROW(create(sys, "wb", create_request("/dev/vdc")), Error);
+	EXPECT_FALSE(sys.called("remove")); // dmsetup removed it itself
+
+	FakeSystem left;
+	left.present = false;
+	left.fail_create = true;
+	left.create_leaves_device = true;
+	try {
+		create(left, "wb", create_request("/dev/vdc"));
+		FAIL() << "no throw";
+	} catch (const Error& e) {
+		EXPECT_NE(std::string(e.what()).find("was removed"), std::string::npos) << e.what();
+	}
+	EXPECT_TRUE(left.called("remove wb"));
+	EXPECT_FALSE(left.present);
+
+	FakeSystem stuck;
+	stuck.present = false;
+	stuck.fail_create = true;
+	stuck.create_leaves_device = true;
+	stuck.fail_remove = true;
+	try {
+		create(stuck, "wb", create_request("/dev/vdc"));
+		FAIL() << "no throw";
+	} catch (const Error& e) {
+		EXPECT_NE(std::string(e.what()).find("run `dmsetup remove wb`"), std::string::npos) << e.what();
+	}
+}
+
+TEST(ControlCreate, WritebooststabLine)
+{
+	EXPECT_EQ(writeboosttab_line("wb", "/dev/disk/by-id/a", "/dev/disk/by-id/b", {}),
+		  "wb\t/dev/disk/by-id/a\t/dev/disk/by-id/b");
+	EXPECT_EQ(writeboosttab_line("wb", "UUID=1-2", "/dev/vdc", {{"writeback_threshold", "70"}, {"sync_data_interval", "5"}}),
+		  "wb\tUUID=1-2\t/dev/vdc\twriteback_threshold=70,sync_data_interval=5");
+	// The file's options are messages: fixed ones cannot be given there.
+	EXPECT_THROW(writeboosttab_line("wb", "/dev/vdb", "/dev/vdc", {{"write_around_mode", "1"}}), UsageError);
+	EXPECT_THROW(writeboosttab_line("wb", "/dev/vdb", "/dev/vdc", {{"nr_read_cache_cells", "8"}}), UsageError);
+	EXPECT_THROW(writeboosttab_line("w b", "/dev/vdb", "/dev/vdc", {}), UsageError);
+	EXPECT_THROW(writeboosttab_line("wb", "/dev/vdb#x", "/dev/vdc", {}), UsageError);
+}
+
+TEST(ControlCreate, WriteboosttabAppend)
+{
+	wbkit::testing::TempDir dir;
+	const std::string tab = (dir.path() / "writeboosttab").string();
+	check_writeboosttab(tab, "wb"); // no file: names nothing
+	append_writeboosttab(tab, "wb", "wb\t/dev/vdb\t/dev/vdc");
+	{
+		std::ofstream out(tab, std::ios::app);
+		out << "# a comment naming wb2\nother /dev/vdd /dev/vde"; // no final newline
+	}
+	append_writeboosttab(tab, "wb2", "wb2\t/dev/vdf\t/dev/vdg");
+	std::ifstream in(tab);
+	const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+	EXPECT_EQ(text, "wb\t/dev/vdb\t/dev/vdc\n# a comment naming wb2\nother /dev/vdd /dev/vde\nwb2\t/dev/vdf\t/dev/vdg\n");
+	EXPECT_THROW(check_writeboosttab(tab, "other"), RefusedError);
+	EXPECT_THROW(append_writeboosttab(tab, "wb", "wb\t/dev/x\t/dev/y"), RefusedError);
+	std::ifstream again(tab);
+	const std::string after((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+	EXPECT_EQ(after, text);
+}
+
+TEST(ControlJson, CreateDocument)
+{
+	CreateCheck check;
+	check.backing_devno = "254:16";
+	check.backing_sectors = 409600;
+	check.cache.emplace();
+	check.cache->devno = "254:32";
+	check.cache->bytes = 64 << 20;
+	check.cache->content = {CacheContent::Kind::writeboost, "a writeboost cache"};
+	check.replay_dirty_blocks = 40;
+	CreateResult r;
+	r.table = "0 409600 writeboost /dev/vdb /dev/vdc";
+	r.took = 30ms;
+	r.dirty_blocks = 40;
+	const std::string doc = create_result_json("wb", r, check, std::string("/etc/writeboosttab"));
+	EXPECT_NE(doc.find("\"command\": \"create\""), std::string::npos) << doc;
+	EXPECT_NE(doc.find("\"start\": \"replayed\""), std::string::npos) << doc;
+	EXPECT_NE(doc.find("\"log_dirty_blocks\": 40"), std::string::npos) << doc;
+	EXPECT_NE(doc.find("\"writeboosttab\": \"/etc/writeboosttab\""), std::string::npos) << doc;
 }

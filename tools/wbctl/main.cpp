@@ -19,6 +19,10 @@ namespace {
 
 constexpr const char* description = R"(Change a live writeboost device (dm-writeboost and dm-wbkit) while it is in use.
 
+  wbctl create NAME --backing DEV [--cache DEV]
+                                    a new writeboost device (the cache checked
+                                    first; a log on it is replayed), or without
+                                    --cache a linear mapping to attach one to later
   wbctl status NAME                 what wbstat shows, for one device
   wbctl flush NAME                  write every dirty block home, with progress
   wbctl detach NAME                 flush, then switch NAME to a linear mapping of
@@ -68,6 +72,9 @@ struct Options {
 	std::vector<std::string> table_options;
 	bool force = false;
 	std::string mode;
+	std::string backing;
+	bool tab = false;
+	std::string tab_file = "/etc/writeboosttab";
 };
 
 std::string stall_text(const wbkit::SwitchResult& r)
@@ -274,6 +281,67 @@ int run_mode(const Options& o)
 	return int(wbkit::ExitCode::ok);
 }
 
+int run_create(const Options& o)
+{
+	const std::optional<std::string> cache = o.cache.empty() ? std::nullopt : std::optional(o.cache);
+	const auto args = wbkit::parse_table_options(o.table_options);
+	if (!cache && !args.empty())
+		throw wbkit::UsageError("table options (-o) need --cache: a linear mapping has none");
+	if (o.tab && !cache)
+		throw wbkit::UsageError("--tab needs --cache: writeboosttab names a backing and a cache device");
+	// Checked before anything is created: a bad option must not leave a
+	// device that the file does not name.
+	const std::string tab_line = o.tab ? wbkit::writeboosttab_line(o.name, o.backing, *cache, args) : "";
+	if (o.tab)
+		wbkit::check_writeboosttab(o.tab_file, o.name);
+	wbkit::DmsetupSystem system(o.dmsetup);
+	wbkit::CreateCheck check;
+	const wbkit::CreateRequest request{.backing = o.backing, .cache = cache, .args = args, .check_devices = [&] {
+						   check = wbkit::prepare_create_devices(o.backing, cache, o.force);
+						   if (check.cache && check.cache->overridden)
+							   std::cerr << "wbctl: warning: " << *check.cache->overridden << '\n';
+						   return check.backing_sectors;
+					   }};
+	const wbkit::CreateResult r = wbkit::create(system, o.name, request);
+	std::optional<std::string> tab_written;
+	if (o.tab) {
+		try {
+			wbkit::append_writeboosttab(o.tab_file, o.name, tab_line);
+		} catch (const wbkit::Error& e) {
+			throw wbkit::Error(fmt::format("{} was created ({}), but not added to {}: {}", o.name, r.table,
+						       o.tab_file, e.what()));
+		}
+		tab_written = o.tab_file;
+	}
+	if (tab_written)
+		for (const std::string* dev : {&o.backing, &o.cache})
+			if (dev->rfind("/dev/disk/", 0) != 0 && dev->rfind("/dev/mapper/", 0) != 0)
+				std::cerr << "wbctl: warning: " << *dev
+					  << " is a kernel name, which can change between boots: name it in "
+					  << *tab_written << " by /dev/disk/by-id/..., by-partuuid or UUID=\n";
+	if (o.json) {
+		std::cout << wbkit::create_result_json(o.name, r, check, tab_written) << '\n';
+		return int(wbkit::ExitCode::ok);
+	}
+	std::cout << fmt::format("{}: created: {}\n", o.name, r.table);
+	if (check.cache) {
+		if (check.replay_dirty_blocks && !check.cache->overridden)
+			std::cout << fmt::format("{}: the cache held a log with {} dirty blocks (in {} segments): the "
+						 "target replayed it and holds {} dirty blocks\n",
+						 o.name, *check.replay_dirty_blocks, check.replay_segments.value_or(0),
+						 r.dirty_blocks.value_or(0));
+		else
+			std::cout << fmt::format("{}: the cache was formatted\n", o.name);
+	} else {
+		std::cout << fmt::format("{}: a linear mapping of {}: `wbctl attach {} --cache DEV` adds a cache "
+					 "later, without an unmount\n",
+					 o.name, o.backing, o.name);
+	}
+	if (tab_written)
+		std::cout << fmt::format("{}: added to {}: {}\n", o.name, *tab_written, tab_line);
+	return int(wbkit::ExitCode::ok);
+}
+
 // The options of the drained switches (detach, replace-cache, mode).
 void add_drain_options(CLI::App& command, Options& o)
 {
@@ -302,6 +370,27 @@ int main(int argc, char** argv)
 	Options o;
 	app.add_option("--dmsetup", o.dmsetup, "the dmsetup program to run (default: dmsetup from PATH, /usr/sbin or /sbin)")
 		->type_name("PROGRAM");
+
+	auto* create = app.add_subcommand("create", "make a writeboost device, or a linear mapping to attach a cache to later");
+	create->add_option("NAME", o.name, "the new device-mapper device's name")->required();
+	create->add_option("--backing", o.backing, "the backing device (a block device, not in use)")
+		->type_name("DEV")
+		->required();
+	create->add_option("--cache", o.cache,
+			   "the cache device: blank (formatted), or holding a writeboost log (replayed); without it, a "
+			   "linear mapping")
+		->type_name("DEV");
+	create->add_option("-o,--option", o.table_options,
+			   "a table option KEY=VALUE (writeback_threshold=70, ...), repeatable")
+		->type_name("KEY=VALUE");
+	create->add_flag("--force", o.force,
+			 "use a cache device that holds something else (a file system, another cache, a log the "
+			 "target would refuse or of another backing device): its first MiB is zeroed and the target "
+			 "formats it");
+	create->add_flag("--tab", o.tab, "add the device to /etc/writeboosttab, so that it is created at boot");
+	create->add_option("--tab-file", o.tab_file, "the writeboosttab file --tab adds to (default /etc/writeboosttab)")
+		->type_name("FILE");
+	create->add_flag("--json", o.json, "print the result as JSON (schema wbctl/1)");
 
 	auto* status = app.add_subcommand("status", "show the device's state, as wbstat does");
 	status->add_option("NAME", o.name, "the device-mapper device")->required();
@@ -357,6 +446,8 @@ int main(int argc, char** argv)
 	add_drain_options(*mode, o);
 
 	return wbkit::run_tool("wbctl", app, argc, argv, [&] {
+		if (create->parsed())
+			return run_create(o);
 		if (status->parsed())
 			return run_status(o);
 		if (flush->parsed())

@@ -69,11 +69,14 @@ std::string writeboost_table_line(std::uint64_t sectors, std::string_view backin
 std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<const std::string> words);
 
 // ---------------------------------------------------------------------------
-// What a cache device holds (attach's check)
+// What a cache device holds (attach's and create's check)
 
 // The kernel's rule (dm-wbkit-metadata.c, wb_check_cache_signature; the
 // format rule of kmod/README.md), from the first 4 KiB, the second 4 KiB and
-// the 4 KiB at 64 KiB of the device.
+// the 4 KiB at 64 KiB of the device, and the other caches' signatures the
+// kernel does not look for: a bcache superblock (at 4 KiB, so sector 0 is
+// zero and the kernel would format it), dm-writecache's, and dm-cache's or
+// dm-thin's metadata.
 struct CacheContent {
 	enum class Kind {
 		blank,      // sector 0 zero, no known signature: the target formats it
@@ -119,6 +122,11 @@ public:
 	virtual void resume(const std::string& name) = 0;
 	virtual void load(const std::string& name, const std::string& table_line) = 0;
 	virtual void clear(const std::string& name) = 0;
+	// Whether a device-mapper device of that name exists (`dmsetup info`).
+	virtual bool exists(const std::string& name) = 0;
+	// `dmsetup create NAME --table LINE`, `dmsetup remove NAME`. Throw DmsetupError.
+	virtual void create(const std::string& name, const std::string& table_line) = 0;
+	virtual void remove(const std::string& name) = 0;
 	// `dmsetup message NAME 0 drop_caches` in the background.
 	virtual std::unique_ptr<PendingMessage> start_drop_caches(const std::string& name) = 0;
 	// An empty flush (fsync) to the device, so that upstream writes its
@@ -145,6 +153,9 @@ public:
 	void resume(const std::string& name) override;
 	void load(const std::string& name, const std::string& table_line) override;
 	void clear(const std::string& name) override;
+	bool exists(const std::string& name) override;
+	void create(const std::string& name, const std::string& table_line) override;
+	void remove(const std::string& name) override;
 	std::unique_ptr<PendingMessage> start_drop_caches(const std::string& name) override;
 	void flush_device(const std::string& name) override;
 	std::uint64_t device_sectors(const std::string& devno) override;
@@ -379,11 +390,77 @@ bool table_write_around(const WbTable& table);
 // write-around writes changed the backing device (kmod/README.md).
 SwitchResult set_mode(System& system, const std::string& name, bool write_around, const SwitchOptions& options);
 
+// ---------------------------------------------------------------------------
+// Create
+
+// What create's check found on the two devices.
+struct CreateCheck {
+	std::string backing_devno; // major:minor
+	std::uint64_t backing_sectors = 0;
+	// Set when a cache is given: as attach's check, but a writeboost log
+	// is what the target replays, not a refusal.
+	std::optional<CacheCheck> cache;
+	// A writeboost log on the cache: what the target will write home from
+	// it (the kernel's replay rule over the log, wbkit/log_scan.hpp).
+	std::optional<std::uint64_t> replay_dirty_blocks;
+	std::optional<std::uint64_t> replay_segments;
+};
+
+// The devices of a new writeboost device (or, without a cache, of a linear
+// mapping to attach a cache to later): the backing device a block device
+// opened exclusively (not mounted, not held by a target); the cache as for
+// attach (prepare_attach_cache: free, not the backing device, large
+// enough, blank unless force), except that a writeboost log is kept for
+// the target to replay, after a read-only scan: a log the target would
+// refuse, or one that names blocks past the end of this backing device
+// (the log of another backing device), is refused (RefusedError) unless
+// force, which zeroes the cache's first MiB as for foreign content (the
+// log's dirty blocks are then lost, and the warning counts them).
+CreateCheck prepare_create_devices(const std::string& backing, const std::optional<std::string>& cache, bool force);
+
+struct CreateRequest {
+	std::string backing;              // as the table line names it
+	std::optional<std::string> cache; // none: `0 <sectors> linear <backing> 0`
+	std::vector<std::pair<std::string, std::string>> args;
+	// Called before anything is created (prepare_create_devices), throws
+	// to stop; returns the backing device's size in sectors.
+	std::function<std::uint64_t()> check_devices;
+};
+
+struct CreateResult {
+	std::string table;
+	std::chrono::milliseconds took{0}; // dmsetup create: the target's constructor and first resume
+	// The status right after it (writeboost): the dirty blocks the target
+	// replayed from the log and holds now.
+	std::optional<std::uint64_t> dirty_blocks;
+};
+
+// Refuses a name that exists; checks the devices; `dmsetup create`; reads
+// the table back (the target it asked for) and, for writeboost, the status.
+// A create that fails leaves no device behind (one dmsetup left is removed).
+CreateResult create(System& system, const std::string& name, const CreateRequest& request);
+
+// The /etc/writeboosttab line for a device (writeboosttab(5), as Debian's
+// writeboost package and the initramfs script read it): `NAME BACKING CACHE`
+// and the options as `key=value,...`. The options are sent as messages
+// there, so those fixed at construction (write_around_mode,
+// nr_read_cache_cells) are refused (UsageError).
+std::string writeboosttab_line(const std::string& name, const std::string& backing, const std::string& cache,
+			       const std::vector<std::pair<std::string, std::string>>& args);
+// RefusedError when the file names the device already (a missing file
+// names nothing).
+void check_writeboosttab(const std::string& path, const std::string& name);
+// The file with that line appended (atomically: a copy renamed into
+// place). Refuses (RefusedError) a file that already names the device.
+void append_writeboosttab(const std::string& path, const std::string& name, const std::string& line);
+
 // wbctl's --json documents (schema wbctl/1): one for a switch (detach,
 // attach, replace-cache, mode), one for a flush.
 std::string switch_result_json(std::string_view command, std::string_view name, const SwitchResult& result,
 			       const std::optional<CacheCheck>& cache = std::nullopt);
 std::string flush_result_json(std::string_view name, const FlushResult& result);
+std::string create_result_json(std::string_view name, const CreateResult& result, const CreateCheck& check,
+			       const std::optional<std::string>& tab_path);
 
 // Ctrl-C while wbctl waited for a flush: the message was stopped and the
 // device is as it was.

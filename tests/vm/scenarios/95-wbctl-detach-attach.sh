@@ -2,9 +2,11 @@
 # wbctl on a mounted, busy ext4 (issue 36): a writeboost device over a
 # backing and a cache disk, ext4 on it, fio writing files with crc32c verify
 # (verify_backlog: every block it wrote is read back and checked while it
-# runs; fsync every 8 writes) for the whole time, and meanwhile
-# `wbctl detach` (the table must be linear after it), `wbctl attach` of the
-# same cache (writeboost again: detach wiped it, so the target formats it)
+# runs; fsync every 8 writes) for the whole time, made by `wbctl create`
+# (a second device over the held backing device is refused; at the end,
+# after the remove, `wbctl create` again must replay the cache's log and
+# e2fsck find the file system clean); meanwhile `wbctl detach` (the table
+# must be linear after it), `wbctl attach` of the same cache (writeboost again: detach wiped it, so the target formats it)
 # and `wbctl flush`. Then fio stops: no verify error (err=0) and exit 0;
 # a file written and checksummed before detach reads back the same; the
 # device is remounted and fio's read phase (--verify_only with the state
@@ -44,7 +46,17 @@ mkdir -p /mnt
 run_module() {
 	mod=$1 tag=$2 B=$3 C=$4
 	wb_load_target "$mod"
-	wb_dm_create wb "0 $(wb_sectors "$B") writeboost $B $C"
+	$WBCTL create wb --backing "$B" --cache "$C" >/tmp/create.$tag 2>&1 ||
+		{ cat /tmp/create.$tag; wb_fail "$tag: wbctl create failed"; }
+	sed "s/^/$tag create: /" /tmp/create.$tag
+	$DMSETUP mknodes
+	wb_report "${tag}_created" "$(wb_target_type wb)"
+	# The backing device is the target's now: a second device over it is refused.
+	crc=0
+	$WBCTL create wb2 --backing "$B" >/tmp/create2.$tag 2>&1 || crc=$?
+	sed "s/^/$tag create over a held device: /" /tmp/create2.$tag
+	$DMSETUP info wb2 >/dev/null 2>&1 && crc=made
+	wb_report "${tag}_create_held_rc" "$crc"
 	/sbin/mkfs.ext4 -q -F -b 4096 -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 /dev/mapper/wb ||
 		wb_fail "$tag: mkfs.ext4 failed"
 	mount -t ext4 -o noinit_itable /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
@@ -118,6 +130,15 @@ run_module() {
 	sed "s/^/$tag fsck: /" /tmp/fsck.$tag | tail -n 3
 	wb_report "${tag}_fsck_rc" "$fsck_rc"
 	$DMSETUP remove wb || wb_fail "$tag: dmsetup remove failed"
+
+	# The cache holds the log since attach: create again replays it.
+	$WBCTL create wb --backing "$B" --cache "$C" --json >/tmp/recreate.$tag 2>&1 ||
+		{ cat /tmp/recreate.$tag; wb_fail "$tag: wbctl create over the log failed"; }
+	$DMSETUP mknodes
+	wb_report "${tag}_recreate_start" "$(sed -n 's/.*"start": "\([a-z]*\)".*/\1/p' /tmp/recreate.$tag)"
+	/sbin/e2fsck -fn /dev/mapper/wb >/tmp/fsck2.$tag 2>&1
+	wb_report "${tag}_fsck2_rc" "$?"
+	$DMSETUP remove wb || wb_fail "$tag: dmsetup remove failed"
 }
 
 if wb_has_upstream; then
@@ -133,6 +154,10 @@ fail=0
 tags=wk
 [ "$with_upstream" = 1 ] && tags="up wk"
 for t in $tags; do
+	wbkit_expect ${t}_created writeboost || fail=1
+	wbkit_expect ${t}_create_held_rc 3 || fail=1
+	wbkit_expect ${t}_recreate_start replayed || fail=1
+	wbkit_expect ${t}_fsck2_rc 0 || fail=1
 	wbkit_expect ${t}_after_detach linear || fail=1
 	wbkit_expect ${t}_after_attach writeboost || fail=1
 	wbkit_expect ${t}_fio_rc 0 || fail=1
