@@ -155,7 +155,7 @@ tags=wk
 [ "$with_upstream" = 1 ] && tags="up wk"
 for t in $tags; do
 	wbkit_expect ${t}_created writeboost || fail=1
-	wbkit_expect ${t}_create_held_rc 3 || fail=1
+	wbkit_expect ${t}_create_held_rc 4 || fail=1
 	wbkit_expect ${t}_recreate_start replayed || fail=1
 	wbkit_expect ${t}_fsck2_rc 0 || fail=1
 	wbkit_expect ${t}_after_detach linear || fail=1
