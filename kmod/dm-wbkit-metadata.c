@@ -913,6 +913,9 @@ static const char *wb_known_signature(const u8 *blk, const u8 *blk2,
 				      const u8 *blk64)
 {
 	static const u8 luks[6] = { 'L', 'U', 'K', 'S', 0xba, 0xbe };
+	static const u8 bcache[16] = { 0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a,
+				       0x45, 0xca, 0x82, 0x65, 0xf5, 0x7f,
+				       0x48, 0xba, 0x6d, 0x81 };
 	unsigned int s;
 
 	if (get_unaligned_le16(blk + 1080) == 0xef53)
@@ -931,6 +934,15 @@ static const char *wb_known_signature(const u8 *blk, const u8 *blk2,
 			return "an LVM2 physical volume label";
 	if (!memcmp(blk + 4086, "SWAPSPACE2", 10))
 		return "a swap area";
+	/* At 4 KiB, sector 0 zero: it would read as a blank cache. */
+	if (!memcmp(blk2 + 24, bcache, sizeof(bcache)))
+		return "a bcache superblock";
+	if (get_unaligned_le32(blk) == 0x23489321)
+		return "a dm-writecache superblock";
+	if (get_unaligned_le64(blk + 32) == 6142003)
+		return "dm-cache metadata";
+	if (get_unaligned_le64(blk + 32) == 27022010)
+		return "dm-thin metadata";
 	if (!memcmp(blk + 512, "EFI PART", 8))
 		return "a GPT partition table";
 	if (blk[510] == 0x55 && blk[511] == 0xaa)

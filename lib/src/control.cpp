@@ -217,7 +217,7 @@ CacheContent classify_cache_content(std::span<const std::byte> blk, std::span<co
 	else if (has(blk, 4086, "SWAPSPACE2"))
 		what = "a swap area";
 	else if (has(blk2, 24, "\xc6\x85\x73\xf6\x4e\x1a\x45\xca\x82\x65\xf5\x7f\x48\xba\x6d\x81"))
-		what = "a bcache superblock"; // at 4 KiB: sector 0 is zero, which alone reads as blank
+		what = "a bcache superblock";
 	else if (le32(blk, 0) == 0x23489321)
 		what = "a dm-writecache superblock";
 	else if (le32(blk, 32) == 6142003 && le32(blk, 36) == 0)

@@ -73,10 +73,7 @@ std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<c
 
 // The kernel's rule (dm-wbkit-metadata.c, wb_check_cache_signature; the
 // format rule of kmod/README.md), from the first 4 KiB, the second 4 KiB and
-// the 4 KiB at 64 KiB of the device, and the other caches' signatures the
-// kernel does not look for: a bcache superblock (at 4 KiB, so sector 0 is
-// zero and the kernel would format it), dm-writecache's, and dm-cache's or
-// dm-thin's metadata.
+// the 4 KiB at 64 KiB of the device.
 struct CacheContent {
 	enum class Kind {
 		blank,      // sector 0 zero, no known signature: the target formats it

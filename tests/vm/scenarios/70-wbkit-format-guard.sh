@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The target formats only a cache device whose sector 0 is all zeros. A
 # device holding anything else without the writeboost magic (a file system
-# on a mistyped path, a superblock with one flipped bit, unknown data) is
-# refused with a message naming the device and what it holds, and left
+# on a mistyped path, a superblock with one flipped bit, unknown data, a
+# bcache cache device, whose sector 0 is zero) is refused with a message naming the device and what it holds, and left
 # byte-identical. Read-only tables are refused without a write. A failed
 # write on the backing device names the right operation and start sector in
 # the dead state; a failed read miss fails alone and says where in the log.
@@ -28,11 +28,17 @@ printf 'not a cache, just some bytes' | dd of="$work/junk.img" bs=1 seek=100 con
 # vde, vdf: blank caches (sector 0 zero) for the read-only and error cases.
 vm_image "$work/blank1.img" 8M
 vm_image "$work/blank2.img" 8M
-for f in ext4 flipped junk; do sha256sum <"$work/$f.img" | cut -c1-64 >"$work/$f.sum"; done
+# vdg: a bcache cache device, as make-bcache leaves it: the superblock at
+# 4 KiB, sector 0 zero (a blank cache, by sector 0 alone).
+vm_image "$work/bcache.img" 8M
+command -v make-bcache >/dev/null || { echo "make-bcache is not installed (bcache-tools)"; exit 1; }
+make-bcache --bucket 16k -C "$work/bcache.img" >/dev/null
+[ "$(head -c 512 "$work/bcache.img" | tr -d '\0' | wc -c)" = 0 ] || { echo "make-bcache wrote sector 0"; exit 1; }
+for f in ext4 flipped junk bcache; do sha256sum <"$work/$f.img" | cut -c1-64 >"$work/$f.sum"; done
 
 rc=0
 vm_run - "$work/backing.img" "$work/ext4.img" "$work/flipped.img" "$work/junk.img" \
-	"$work/blank1.img" "$work/blank2.img" <<'GUEST' || rc=$?
+	"$work/blank1.img" "$work/blank2.img" "$work/bcache.img" <<'GUEST' || rc=$?
 . /lib/wbguest.sh
 wb_load_target wbkit
 LB=$(wb_sectors /dev/vda)
@@ -55,6 +61,7 @@ refuse() {
 refuse ext4 /dev/vdb
 refuse flipped /dev/vdc
 refuse junk /dev/vdd
+refuse bcache /dev/vdg
 # The blank device is formatted below: its digest is taken here, around the
 # refusal, by direct reads.
 blank_sum() { $DD if=/dev/vde bs=1M iflag=direct 2>/dev/null | $SHA256SUM | cut -c1-64; }
@@ -111,6 +118,7 @@ expect_refused() {
 expect_refused ext4 "ext2/3/4 file system"
 expect_refused flipped "damaged writeboost superblock"
 expect_refused junk "unknown data in sector 0"
+expect_refused bcache "a bcache superblock"
 expect_refused readonly "Read-only tables are not supported"
 wbkit_expect readonly_unchanged yes || fail=1
 wbkit_expect fresh_magic 74734257 || fail=1
