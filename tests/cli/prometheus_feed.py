@@ -86,8 +86,8 @@ class Workload:
         # Full-size reads and writes, hits and misses, with hit ratios that
         # drift: reads 30% to 70%, writes 20% to 50%.
         stat = [int(v) for v in f[7:23]]
-        read_hits = self.cumulative(n, reads, 0.5, 0.2, math.sin, 5)
-        write_hits = self.cumulative(n, writes, 0.35, 0.15, math.cos, 7)
+        read_hits = self.cumulative(n, phase, reads, 0.5, 0.2, math.sin, 5)
+        write_hits = self.cumulative(n, phase, writes, 0.35, 0.15, math.cos, 7)
         stat[1] += n * reads - read_hits
         stat[5] += read_hits
         stat[9] += n * writes - write_hits
@@ -97,8 +97,8 @@ class Workload:
         return f
 
     @staticmethod
-    def cumulative(n, per_step, mean, swing, wave, period):
-        return sum(round(per_step * (mean + swing * wave(k / period))) for k in range(1, n + 1))
+    def cumulative(n, phase, per_step, mean, swing, wave, period):
+        return sum(round(per_step * (mean + swing * wave((k + phase) / period))) for k in range(1, n + 1))
 
     def answers(self, n):
         """{file name: text} for the stand-in dmsetup."""
@@ -186,7 +186,7 @@ class Prometheus:
 
     SCRAPE_SECONDS = 1
 
-    def __init__(self, workdir, target_port, binary="prometheus"):
+    def __init__(self, workdir, target_port, binary="prometheus", instance=None):
         self.dir = pathlib.Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.binary = shutil.which(binary) or binary
@@ -199,6 +199,11 @@ scrape_configs:
   - job_name: wbstat
     static_configs:
       - targets: ['127.0.0.1:{target_port}']
+""")
+        if instance:  # a host name instead of 127.0.0.1:<port>, for pictures
+            config.write_text(config.read_text() + f"""    relabel_configs:
+      - target_label: instance
+        replacement: {instance}
 """)
         self.config = config
         self.process = None

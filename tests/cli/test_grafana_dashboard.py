@@ -321,3 +321,9 @@ def test_the_device_variable_filters_every_panel(prometheus):
             result, _ = run_target(prom, target, one)
             assert {s["metric"].get("device") for s in result} <= {device}, (panel["title"], device)
 
+
+def test_the_picture_in_the_docs_is_small_and_shown():
+    png = ROOT / "docs" / "images" / "grafana-dashboard.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size < 300 * 1024
+    assert "docs/images/grafana-dashboard.png" in (ROOT / "README.md").read_text()
