@@ -139,7 +139,8 @@ def test_tools_package_runs_from_a_scratch_root(packages):
     expected = {f"/usr/sbin/{t}" for t in TOOLS} | {f"/usr/share/man/man8/{t}.8.gz" for t in TOOLS} | {
         f"/usr/share/bash-completion/completions/{t}" for t in TOOLS} | {
         "/usr/share/doc/wbkit/README.md", "/usr/share/doc/wbkit/recovery.md", "/usr/share/doc/wbkit/FORMAT.md",
-        "/usr/share/doc/wbkit/copyright", "/usr/share/doc/wbkit/changelog.gz"} | {
+        "/usr/share/doc/wbkit/copyright", "/usr/share/doc/wbkit/changelog.gz",
+        "/usr/share/wbkit/grafana/wbkit-dashboard.json"} | {
         f"/usr/share/doc/wbkit/schemas/{p.name}" for p in (ROOT / "docs" / "schemas").glob("*.schema.json")}
     assert expected == files, (sorted(expected - files), sorted(files - expected))
     depends = field(deb, "Depends")

@@ -70,7 +70,7 @@ leftovers() {
 	for path in /usr/sbin/wbdump /usr/sbin/wbreplay /usr/sbin/wbrecover /usr/sbin/wbstat \
 		/usr/share/man/man8/wbdump.8.gz /usr/share/man/man4/dm-wbkit.4.gz \
 		/usr/share/bash-completion/completions/wbdump \
-		/usr/share/doc/wbkit /usr/share/doc/python3-wbkit /usr/share/doc/dm-wbkit-dkms \
+		/usr/share/doc/wbkit /usr/share/doc/python3-wbkit /usr/share/doc/dm-wbkit-dkms /usr/share/wbkit \
 		/usr/lib/python3/dist-packages/wbkit "/usr/lib/python3/dist-packages/wbkit-$version.dist-info" \
 		"/usr/src/dm-wbkit-$version" /var/lib/dkms/dm-wbkit \
 		/etc/kernel/postinst.d/dm-wbkit-dkms /etc/kernel/header_postinst.d/dm-wbkit-dkms; do
@@ -96,6 +96,7 @@ done
 in_root man -P cat 4 dm-wbkit >"$root/tmp/man.txt"
 grep -q "^NAME" "$root/tmp/man.txt" || fail "man 4 dm-wbkit"
 in_root test -f /usr/share/doc/wbkit/schemas/wbdump-1.schema.json || fail "no JSON schema"
+in_root test -f /usr/share/wbkit/grafana/wbkit-dashboard.json || fail "no Grafana dashboard"
 out=$(in_root python3 -c 'import importlib.metadata as m, wbkit; print(wbkit.__version__, m.version("wbkit"), wbkit.__file__)')
 echo "python3: $out"
 [ "$out" = "$version $version /usr/lib/python3/dist-packages/wbkit/__init__.py" ] || fail "import wbkit: $out"
