@@ -769,12 +769,16 @@ void drain_and_switch(System& system, const std::string& name, const WbTarget& t
 			// would be too late: writes through the new table change the
 			// backing device while the old log, still there, would be
 			// replayed over them by a construction after a crash.
+			// Its time counts as write-back's, not as the load's (on
+			// upstream the load came before it) or the resume's.
+			std::chrono::milliseconds wipe_took{0};
 			if (!plan.wipe_devno.empty()) {
+				const Clock::time_point w0 = system.now();
 				wipe_old_cache(system, plan.wipe_devno, name, options, result);
-				written = system.now();
+				wipe_took = ms_between(w0, system.now());
 			}
 			result.suspend_took = ms_between(t0, suspended);
-			result.writeback_took = ms_between(suspended, written);
+			result.writeback_took = ms_between(suspended, written) + wipe_took;
 			try {
 				system.resume(name); // swaps the new table in
 				loaded = false;
@@ -800,7 +804,7 @@ void drain_and_switch(System& system, const std::string& name, const WbTarget& t
 									   "back: its cache holds nothing dirty)")
 							     : trouble));
 			}
-			result.resume_took = ms_between(written, system.now());
+			result.resume_took = ms_between(written, system.now()) - wipe_took;
 			result.stall = ms_between(t0, system.now());
 			result.stalls.push_back(result.stall);
 			return;
