@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
@@ -237,6 +238,42 @@ CacheContent classify_cache_content(std::span<const std::byte> blk, std::span<co
 	return {CacheContent::Kind::foreign, "unknown data in sector 0"};
 }
 
+namespace {
+
+bool has_superblock_magic(std::span<const std::byte> sector0)
+{
+	if (sector0.size() < 4)
+		return false;
+	const std::uint32_t magic = std::uint32_t(sector0[0]) | std::uint32_t(sector0[1]) << 8 |
+				    std::uint32_t(sector0[2]) << 16 | std::uint32_t(sector0[3]) << 24;
+	return magic == superblock_magic;
+}
+
+} // namespace
+
+SwitchCrashDevice device_after_switch_crash(std::span<const std::byte> old_cache_sector0,
+					    std::span<const std::byte> new_cache_sector0)
+{
+	if (has_superblock_magic(new_cache_sector0))
+		return SwitchCrashDevice::new_cache;
+	if (has_superblock_magic(old_cache_sector0))
+		return SwitchCrashDevice::old_cache;
+	return SwitchCrashDevice::backing;
+}
+
+const char* switch_crash_device_name(SwitchCrashDevice device)
+{
+	switch (device) {
+	case SwitchCrashDevice::old_cache:
+		return "old-cache";
+	case SwitchCrashDevice::new_cache:
+		return "new-cache";
+	case SwitchCrashDevice::backing:
+		return "backing";
+	}
+	return "?";
+}
+
 // ---------------------------------------------------------------------------
 // The real system
 
@@ -274,9 +311,9 @@ std::pair<unsigned, unsigned> parse_devno(const std::string& devno)
 // Zeroes the first MiB of a cache device (all of a smaller one): its
 // superblock and first segments, so that the target formats it instead of
 // replaying an old log.
-void zero_cache_head(const std::string& path)
+void zero_cache_head(const std::string& path, bool exclusive = true)
 {
-	auto device = open_device(path, {.writable = true, .direct = true, .exclusive = true});
+	auto device = open_device(path, {.writable = true, .direct = true, .exclusive = exclusive});
 	const std::uint64_t bytes = std::min<std::uint64_t>(device->size_bytes(), 1 << 20);
 	AlignedBuffer zeros{std::size_t(bytes)};
 	device->write_exact(0, zeros.span());
@@ -351,7 +388,36 @@ std::uint64_t DmsetupSystem::device_sectors(const std::string& devno)
 	return *sectors;
 }
 
-void DmsetupSystem::wipe_cache(const std::string& devno) { zero_cache_head(block_device_path(devno)); }
+void DmsetupSystem::wipe_cache(const std::string& devno, const std::string& holder)
+{
+	const std::string path = block_device_path(devno);
+	// The suspended table of `holder` must be the only one holding it:
+	// /sys/dev/block/<devno>/holders/ names it (dm-N, whose dm/name is
+	// the device-mapper name).
+	const std::string holders = "/sys/dev/block/" + devno + "/holders";
+	const std::string want = holder.substr(holder.rfind('/') + 1);
+	std::vector<std::string> found;
+	if (DIR* dir = ::opendir(holders.c_str())) {
+		while (const dirent* entry = ::readdir(dir))
+			if (entry->d_name[0] != '.')
+				found.emplace_back(entry->d_name);
+		::closedir(dir);
+	}
+	auto is_holder = [&](const std::string& dm) {
+		if (dm == want)
+			return true;
+		try {
+			const auto words = words_of(read_sysfs("/sys/block/" + dm + "/dm/name"));
+			return !words.empty() && words.front() == want;
+		} catch (const Error&) {
+			return false;
+		}
+	};
+	if (found.size() != 1 || !is_holder(found.front()))
+		throw Error(fmt::format("{}: held by {} device(s) other than {} only: not wiped", path, found.size(),
+					holder));
+	zero_cache_head(path, false);
+}
 
 void DmsetupSystem::sleep(std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); }
 
@@ -668,6 +734,24 @@ void refuse_dead(const WbTarget& target, const std::string& name)
 					name, name));
 }
 
+// Zeroes the old cache's first MiB (its log names blocks that are written
+// elsewhere from now on: a later attach, or a construction after a crash,
+// must format it, not replay it). A failure is reported, not thrown: the
+// switch goes on (the new table does not use the old cache), and wbctl
+// exits 1 naming the device to wipe.
+void wipe_old_cache(System& system, const std::string& devno, const std::string& name, const SwitchOptions& options,
+		    SwitchResult& result)
+{
+	if (!options.wipe_cache)
+		return;
+	try {
+		system.wipe_cache(devno, name);
+		result.cache_wiped = true;
+	} catch (const Error& e) {
+		result.wipe_error = e.what();
+	}
+}
+
 // What differs between the drained switches: the table they switch to.
 struct DrainedSwitch {
 	std::string new_table;
@@ -678,6 +762,9 @@ struct DrainedSwitch {
 	// suspend, so that the suspend holds I/O for the write-back and the
 	// resume only.
 	bool load_while_suspended = false;
+	// detach, replace-cache: the old cache device (major:minor), wiped
+	// while the device is suspended, written back and not yet resumed.
+	std::string wipe_devno;
 };
 
 // The switch of detach, replace-cache and mode: flush in rounds, load the
@@ -772,8 +859,25 @@ void drain_and_switch(System& system, const std::string& name, const WbTarget& t
 				    resume_after_failure(system, name, false));
 		}
 		if (clean) {
+			// The commit point of detach and replace-cache (wbctl(8),
+			// CRASHES): a power cut before the wipe is durable leaves the
+			// old cache, which replays to what the backing device holds
+			// already; one after it leaves the backing device with every
+			// block (the write-back flushed it). The old table's instance
+			// is suspended and does no I/O any more. After the resume it
+			// would be too late: writes through the new table change the
+			// backing device while the old log, still there, would be
+			// replayed over them by a construction after a crash.
+			// Its time counts as write-back's, not as the load's (on
+			// upstream the load came before it) or the resume's.
+			std::chrono::milliseconds wipe_took{0};
+			if (!plan.wipe_devno.empty()) {
+				const Clock::time_point w0 = system.now();
+				wipe_old_cache(system, plan.wipe_devno, name, options, result);
+				wipe_took = ms_between(w0, system.now());
+			}
 			result.suspend_took = ms_between(t0, suspended);
-			result.writeback_took = ms_between(suspended, written);
+			result.writeback_took = ms_between(suspended, written) + wipe_took;
 			try {
 				system.resume(name); // swaps the new table in
 				loaded = false;
@@ -781,7 +885,8 @@ void drain_and_switch(System& system, const std::string& name, const WbTarget& t
 				// dm swaps the tables before the new one's preresume
 				// (dm-wbkit formats or replays its cache there): the old
 				// instance may be gone, but nothing was dirty on its cache
-				// any more, so a new instance of the old table starts clean.
+				// any more, so a new instance of the old table starts clean
+				// (and formats the old cache when the wipe zeroed it).
 				loaded = false;
 				std::string trouble;
 				try {
@@ -798,7 +903,7 @@ void drain_and_switch(System& system, const std::string& name, const WbTarget& t
 									   "back: its cache holds nothing dirty)")
 							     : trouble));
 			}
-			result.resume_took = ms_between(written, system.now());
+			result.resume_took = ms_between(written, system.now()) - wipe_took;
 			result.stall = ms_between(t0, system.now());
 			result.stalls.push_back(result.stall);
 			return;
@@ -823,21 +928,6 @@ void drain_and_switch(System& system, const std::string& name, const WbTarget& t
 	}
 }
 
-// The old instance is gone with its table: the old cache device is free.
-// Its log names blocks that are written elsewhere from now on: a later
-// attach must format it, not replay it.
-void wipe_old_cache(System& system, const std::string& devno, const SwitchOptions& options, SwitchResult& result)
-{
-	if (!options.wipe_cache)
-		return;
-	try {
-		system.wipe_cache(devno);
-		result.cache_wiped = true;
-	} catch (const Error& e) {
-		result.wipe_error = e.what();
-	}
-}
-
 } // namespace
 
 SwitchResult detach(System& system, const std::string& name, const SwitchOptions& options)
@@ -846,9 +936,11 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 	const WbTarget target = read_wb_target(system, name);
 	refuse_dead(target, name);
 	drain_and_switch(system, name, target,
-			 {.new_table = linear_table_line(target.line.length, target.table.backing), .kind = "linear"},
+			 {.new_table = linear_table_line(target.line.length, target.table.backing),
+			  .kind = "linear",
+			  .load_while_suspended = false,
+			  .wipe_devno = target.table.cache},
 			 options, result);
-	wipe_old_cache(system, target.table.cache, options, result);
 	return result;
 }
 
@@ -887,13 +979,20 @@ SwitchResult replace_cache(System& system, const std::string& name, const Replac
 					       request.cache_devno));
 	if (request.check_cache)
 		request.check_cache(target.table.backing, target.table.cache);
+	// Upstream formats the new cache in its constructor: loaded before the
+	// write-back, a crash would find the new cache formatted (the rule of
+	// wbctl(8), CRASHES, picks it) while the old one still held dirty
+	// blocks. So on upstream the load waits for the write-back, as mode's
+	// does; dm-wbkit formats at the resume, after the wipe.
+	const bool upstream = target.status.module() == TargetModule::dm_writeboost;
 	drain_and_switch(system, name, target,
 			 {.new_table = writeboost_table_line(target.line.length, target.table.backing, request.cache,
 							     live_table_args(target)),
-			  .kind = "writeboost"},
+			  .kind = "writeboost",
+			  .load_while_suspended = upstream,
+			  .wipe_devno = target.table.cache},
 			 options, result);
 	say(options, fmt::format("{} now has the table: {}", name, result.new_table));
-	wipe_old_cache(system, target.table.cache, options, result);
 	return result;
 }
 
@@ -930,7 +1029,8 @@ SwitchResult set_mode(System& system, const std::string& name, bool write_around
 			 {.new_table = writeboost_table_line(target.line.length, target.table.backing,
 							     target.table.cache, args),
 			  .kind = "writeboost",
-			  .load_while_suspended = upstream},
+			  .load_while_suspended = upstream,
+			  .wipe_devno = {}}, // the same cache
 			 options, result);
 	say(options, fmt::format("{} now has the table: {}", name, result.new_table));
 	return result;

@@ -6,6 +6,9 @@
 # byte for byte.
 #
 #   kernel-check.sh MODULE EMITDIR      MODULE: wbkit or upstream
+# A state with no cache part (c_len 0 in the manifest: a recording of wbctl
+# whose caches were wiped, tests/crash/record.sh detach) is mapped with
+# linear over its backing part instead.
 # Prints "kernel <module> <dir>: checked=N failures=N upstream_rewrite_losses=N";
 # one line per failing state (state, entry, first differing byte). Exit 0
 # when all match, 1 on a mismatch, 77 when the module is not available.
@@ -32,12 +35,20 @@ trap 'rm -f "$guest"' EXIT
 	echo "wb_load_target $module"
 	echo 'while read -r idx kind entry c_off c_len b_off e_off b_len _level_and_limit; do'
 	cat <<'GUEST'
-	$DMSETUP create c$idx --table "0 $c_len linear /dev/vda $c_off" || wb_fail "linear c$idx"
+	# c_len 0: a state of a wbctl recording whose device is the backing
+	# device alone (wbctl(8), CRASHES): mapped with linear, as detach leaves it.
+	if [ "$c_len" = 0 ]; then
+		$DMSETUP create c$idx --table "0 8 error" || wb_fail "error c$idx" # a stand-in, not used
+		w_table="linear /dev/mapper/b$idx 0"
+	else
+		$DMSETUP create c$idx --table "0 $c_len linear /dev/vda $c_off" || wb_fail "linear c$idx"
+		w_table="writeboost /dev/mapper/b$idx /dev/mapper/c$idx"
+	fi
 	$DMSETUP create b$idx --table "0 $b_len linear /dev/vda $b_off" || wb_fail "linear b$idx"
 	$DMSETUP create e$idx --table "0 $b_len linear /dev/vda $e_off" || wb_fail "linear e$idx"
 	$DMSETUP mknodes
 	wb_report "st$idx.begin" "$kind"
-	if ! $DMSETUP create w$idx --table "0 $b_len writeboost /dev/mapper/b$idx /dev/mapper/c$idx" 2>/tmp/err; then
+	if ! $DMSETUP create w$idx --table "0 $b_len $w_table" 2>/tmp/err; then
 		wb_report "st$idx" "construct_failed:$(tr ' \n' '__' </tmp/err)"
 		$DMSETUP remove c$idx b$idx e$idx
 		continue

@@ -24,6 +24,14 @@
 #                    superblock record never names a segment the log lacks);
 #                    in mode both a flush of the backing device is one of the
 #                    shared log, which would make the cache durable as well.
+#             detach, replace-cache (wbkit and upstream): as both, plus (for
+#                    replace-cache) a third linear part, the new cache; after
+#                    CRASH_CTL_AFTER groups of writes `wbctl detach wb` (or
+#                    `wbctl replace-cache wb --cache` the new part) runs in
+#                    the background while the workload goes on writing to
+#                    /dev/mapper/wb, and CRASH_CTL_TAIL more groups follow
+#                    its end (the workload stops there, at most CRASH_OPS
+#                    writes). Marks ctl-start and ctl-done bracket wbctl.
 #
 # A mark "f<N>" follows every completed fsync of the workload: from that
 # point on, stamped writes 1..N are acknowledged as flushed.
@@ -72,6 +80,12 @@ case $mode in
 cache) cache_bytes=$((128 << 20)); ops=${CRASH_OPS:-480}; flush_every=${CRASH_FLUSH_EVERY:-6} ;;
 both) cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
 cache-writeback) cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
+detach | replace-cache)
+	[ $peer = 0 ] || { echo "record.sh: mode $mode is for the writeboost targets" >&2; exit 2; }
+	source "$here/../vm/scenarios/wbkit-lib.inc"
+	wbkit_need_guest_tool wbctl
+	cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-1600}; flush_every=${CRASH_FLUSH_EVERY:-8}
+	;;
 *) echo "record.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 partial_pct=${CRASH_PARTIAL_PCT:-20}
@@ -80,11 +94,21 @@ table_args=${CRASH_TABLE_ARGS:-}
 # The record must be written between a drop_caches and the next writes.
 [ "$mode" != cache-writeback ] || table_args=${CRASH_TABLE_ARGS:-2 update_sb_record_interval 1}
 restart_every=${CRASH_RESTART_EVERY:-0}
+# The modes that run wbctl: in which group it starts, how many follow its end.
+ctl=
+case $mode in detach | replace-cache) ctl=$mode ;; esac
+ctl_after=${CRASH_CTL_AFTER:-12}
+ctl_tail=${CRASH_CTL_TAIL:-12}
+cache2_bytes=0
+[ "$mode" != replace-cache ] || cache2_bytes=$cache_bytes
 
 mkdir -p "$out"
 rm -f "$out"/log.img "$out"/final-data.img "$out"/final-backing.img "$out"/meta.kv
 vm_image "$out/log.img" 1G
-if [ "$mode" != both ]; then
+if [ -n "$ctl" ]; then
+	vm_image "$out/final-data.img" $((backing_bytes + cache_bytes + cache2_bytes))
+	disks=("$out/final-data.img" "$out/log.img")
+elif [ "$mode" != both ]; then
 	vm_image "$out/final-backing.img" "$backing_bytes"
 	vm_image "$out/final-data.img" "$cache_bytes"
 	disks=("$out/final-backing.img" "$out/final-data.img" "$out/log.img")
@@ -96,6 +120,7 @@ fi
 VM_TIMEOUT=${CRASH_VM_TIMEOUT:-900}
 backing_sectors=$((backing_bytes / 512))
 cache_sectors=$((cache_bytes / 512))
+cache2_sectors=$((cache2_bytes / 512))
 guest=$(cat <<GUEST
 WB_BCACHE_BUCKET=${CRASH_BCACHE_BUCKET:-16k}
 WB_DMCACHE_META_SECTORS=${CRASH_DMCACHE_META_SECTORS:-2048}
@@ -105,7 +130,13 @@ if [ $peer = 1 ]; then
 else
 	wb_load_target $target
 fi
-if [ $mode != both ]; then
+if [ -n "$ctl" ]; then
+	wb_dm_create lw "0 $((backing_sectors + cache_sectors + cache2_sectors)) log-writes /dev/vda /dev/vdb"
+	wb_dm_create bk "0 $backing_sectors linear /dev/mapper/lw 0"
+	wb_dm_create cc "0 $cache_sectors linear /dev/mapper/lw $backing_sectors"
+	[ $cache2_sectors = 0 ] || wb_dm_create cn "0 $cache2_sectors linear /dev/mapper/lw $((backing_sectors + cache_sectors))"
+	table="0 $backing_sectors writeboost /dev/mapper/bk /dev/mapper/cc $table_args"
+elif [ $mode != both ]; then
 	wb_dm_create lw "0 $cache_sectors log-writes /dev/vdb /dev/vdc"
 	table="0 $backing_sectors writeboost /dev/vda /dev/mapper/lw $table_args"
 else
@@ -124,6 +155,20 @@ else
 fi
 first=1
 group=0
+ctl_done_group=
+ctl_start() {
+	[ -x /usr/local/bin/wbctl ] || wb_fail "wbctl is not in the initramfs"
+	\$DMSETUP message lw 0 mark ctl-start || wb_fail "mark ctl-start failed"
+	if [ $mode = detach ]; then
+		set -- detach wb
+	else
+		set -- replace-cache wb --cache /dev/mapper/cn
+	fi
+	( rc=0; /usr/local/bin/wbctl "\$@" >/tmp/ctl.out 2>&1 || rc=\$?
+	  \$DMSETUP message lw 0 mark ctl-done
+	  echo \$rc >/tmp/ctl.rc ) &
+	ctl_pid=\$!
+}
 while [ \$first -le $ops ]; do
 	last=\$((first + $flush_every - 1))
 	if [ $mode = cache-writeback ] && [ \$((group % 2)) = 1 ]; then
@@ -137,13 +182,28 @@ while [ \$first -le $ops ]; do
 	fi
 	first=\$((last + 1))
 	group=\$((group + 1))
+	if [ -n "$ctl" ]; then
+		[ \$group != $ctl_after ] || ctl_start
+		[ -n "\$ctl_done_group" ] || [ ! -f /tmp/ctl.rc ] || ctl_done_group=\$group
+		[ -z "\$ctl_done_group" ] || [ \$group -lt \$((ctl_done_group + $ctl_tail)) ] || break
+	fi
 	if [ $restart_every -gt 0 ] && [ \$((group % $restart_every)) = 0 ] && [ \$first -le $ops ]; then
 		sleep 1.2
 		\$DMSETUP remove wb || wb_fail "restart: remove wb failed"
 		wb_dm_create wb "\$table"
 	fi
 done
-if [ $target = bcache ]; then
+if [ -n "$ctl" ]; then
+	wait \$ctl_pid
+	sed 's/^/wbctl: /' /tmp/ctl.out
+	[ "\$(cat /tmp/ctl.rc)" = 0 ] || wb_fail "wbctl $ctl failed (exit \$(cat /tmp/ctl.rc))"
+	[ -n "\$ctl_done_group" ] || wb_fail "the workload ended before wbctl: raise CRASH_OPS"
+	wb_report ops \$((first - 1))
+	wb_report ctl_groups "$ctl_after \$ctl_done_group \$group"
+	wb_report ctl_table "\$(\$DMSETUP table wb | cut -d' ' -f3-)"
+	wb_report_stall ctl /tmp/ctl.out
+	wb_report status "\$(\$DMSETUP status wb | cut -d' ' -f3-)"
+elif [ $target = bcache ]; then
 	sys=/sys/block/\${dev#/dev/}/bcache
 	wb_report status "state=\$(cat \$sys/state) dirty_data=\$(cat \$sys/dirty_data)"
 else
@@ -155,6 +215,8 @@ else
 	\$DMSETUP remove wb || wb_fail "remove wb failed"
 fi
 [ $mode != both ] || \$DMSETUP remove --retry bk cc || wb_fail "remove bk cc failed"
+[ -z "$ctl" ] || \$DMSETUP remove --retry bk cc || wb_fail "remove bk cc failed"
+[ $cache2_sectors = 0 ] || \$DMSETUP remove --retry cn || wb_fail "remove cn failed"
 wb_report log_status "\$(\$DMSETUP status lw | cut -d' ' -f4-)"
 \$DMSETUP remove lw || wb_fail "remove lw failed"
 wb_report recorded yes
@@ -193,7 +255,7 @@ fi
 	echo "target=$target"
 	echo "mode=$mode"
 	echo "seed=$seed"
-	echo "ops=$ops"
+	if [ -n "$ctl" ]; then echo "ops=$(vm_result ops)"; else echo "ops=$ops"; fi
 	echo "flush_every=$flush_every"
 	echo "partial_pct=$partial_pct"
 	echo "backing_bytes=$backing_bytes"
@@ -204,7 +266,16 @@ fi
 	echo "table_args=$table_args"
 	echo "restart_every=$restart_every"
 	[ "$mode" != cache-writeback ] || echo "backing_unlogged_writes=1"
-	if [ "$mode" != both ]; then
+	if [ -n "$ctl" ]; then
+		echo "ctl=$ctl"
+		echo "ctl_groups=$(vm_result ctl_groups)"
+		echo "ctl_table=$(vm_result ctl_table)"
+		echo "ctl_stall_ms=$(vm_result ctl_stall_ms)"
+		echo "cache2_bytes=$cache2_bytes"
+		echo "log_backing_offset=0"
+		echo "log_cache_offset=$backing_bytes"
+		[ "$cache2_bytes" = 0 ] || echo "log_cache2_offset=$((backing_bytes + cache_bytes))"
+	elif [ "$mode" != both ]; then
 		echo "log_backing_offset=none"
 		echo "log_cache_offset=0"
 	else

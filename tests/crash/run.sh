@@ -24,14 +24,19 @@
 #    construction (upstream only: dm-wbkit refuses a log that stops
 #    mid-way), or the offline one of wbreplay --mark-clean first;
 #  - ext4: mkfs.ext4 and fsynced files on the target (record-ext4.sh),
-#    each state checked with e2fsck and debugfs (ext4-check.sh).
+#    each state checked with e2fsck and debugfs (ext4-check.sh);
+#  - wbctl: `wbctl detach` and `wbctl replace-cache` in the middle of the
+#    stamped workload, backing and caches under one log (record.sh modes
+#    detach and replace-cache), each state on the device the rule of
+#    wbctl(8) (CRASHES) names, for every seed.
 # Prints the workloads, the states checked per check and the failures, per
 # kind of recording and in total.
 #   run.sh BUILD_DIR
 # Environment: CRASH_SEEDS (workload seeds, default "11 12"), CRASH_SUBSETS,
 # CRASH_TORN (states per window), CRASH_EMIT (kernel-checked states per
 # recording), CRASH_REUSE=1 (keep existing recordings), CRASH_KINDS (default
-# "stamped recovery midlog ext4").
+# "stamped recovery midlog ext4 wbctl"), CRASH_CTL_TARGETS (the targets of
+# kind wbctl, default "wbkit").
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?build dir}" && pwd)
@@ -51,7 +56,7 @@ first_seed=${seeds%% *}
 subsets=${CRASH_SUBSETS:-16}
 torn=${CRASH_TORN:-16}
 emit=${CRASH_EMIT:-60}
-kinds=${CRASH_KINDS:-stamped recovery midlog ext4}
+kinds=${CRASH_KINDS:-stamped recovery midlog ext4 wbctl}
 started=$SECONDS
 failures=0 skipped=() upstream_rewrite_losses=0
 declare -A workloads=() states_a=() states_b=() states_c=() kind_failures=() kind_seconds=()
@@ -182,6 +187,20 @@ if wanted ext4; then
 		# About 0.1 to 0.5 s per state (e2fsck twice, debugfs): fewer of them.
 		emit=${CRASH_EXT4_EMIT:-20} check ext4 "$name" "$target" $((subsets / 2)) $((torn / 2)) --seed "$first_seed" \
 			--state-check "$here/ext4-check.sh" --work-dir "$scratch"
+	done
+fi
+
+# wbctl detach and replace-cache while the workload writes: every state on
+# the device wbctl(8)'s rule names after a crash.
+if wanted wbctl; then
+	for target in ${CRASH_CTL_TARGETS:-wbkit}; do
+		for mode in detach replace-cache; do
+			for seed in $seeds; do
+				name=$target-$mode-s$seed
+				record wbctl "$name" bash "$here/record.sh" "$target" "$mode" "$out/rec/$name" "$seed" || continue
+				check wbctl "$name" "$target" "$subsets" "$torn" --seed "$seed"
+			done
+		done
 	done
 fi
 

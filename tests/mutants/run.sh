@@ -20,7 +20,10 @@
 #                      (tests/crash/record.sh wbkit MODE, MUTANT_CRASH_OPS
 #                      stamped writes) and every crash state of it checked
 #                      offline by wbcrash: a power cut that drops what was
-#                      not flushed, torn in any order
+#                      not flushed, torn in any order. A mutant of lib/
+#                      (wbctl's sequence: modes detach and replace-cache)
+#                      gets the guest's wbctl and wbstat built from the
+#                      mutant tree (a few minutes: the library)
 # A patch that no longer applies is an error: update the mutant.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -71,7 +74,16 @@ run_test() {
 		;;
 	crash)
 		make -s -C "$tree/kmod" >>"$log" 2>&1 || { echo "the mutant module does not build" >>"$log"; return 2; }
-		VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" CRASH_OPS="$crash_ops" \
+		local tools=$build ops=$crash_ops
+		if grep -q '^+++ b/lib/' "$mutant"; then
+			tools=$tree/build
+			{ cmake -S "$tree" -B "$tools" -DWBKIT_PYTHON=OFF >/dev/null &&
+				cmake --build "$tools" -j "${JOBS:-2}" --target wbctl wbstat; } >>"$log" 2>&1 ||
+				{ echo "the mutant's wbctl does not build" >>"$log"; return 2; }
+		fi
+		# The wbctl modes stop on their own once wbctl is done: CRASH_OPS is their cap.
+		case $name in detach | replace-cache) ops=1600 ;; esac
+		WBKIT_BUILD_DIR="$tools" VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" CRASH_OPS="$ops" \
 			bash "$tree/tests/crash/record.sh" wbkit "$name" "$tree/rec" >>"$log" 2>&1 || return 2
 		"$build/tests/support/wbcrash" "$tree/rec" --subsets 8 --torn 8 --keep "$tree/keep" >"$tree/wbcrash.out" 2>&1 || rc=$?
 		cat "$tree/wbcrash.out" >>"$log"
@@ -95,6 +107,7 @@ for m in "${mutants[@]}"; do
 	read -r -a tests <<<"$(sed -n 's/^# tests: //p' "$m")"
 	tree=$work/$name
 	log=$work/$name.log
+	mutant=$m
 	copy_tree "$tree"
 	if ! patch -s -p1 -d "$tree" <"$m" >"$log" 2>&1; then
 		echo "ERROR $name: the patch no longer applies; update tests/mutants/$name.mutant"

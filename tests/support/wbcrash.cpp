@@ -30,11 +30,21 @@
 // same way, nothing is checked offline, and the emitted sample carries each
 // state's acknowledged level and limit for the stamp rule in the guest
 // (wbstamp verify on the cache built on the state).
+// A recording of `wbctl detach` or `replace-cache` (meta ctl=, record.sh
+// modes detach and replace-cache: backing, old cache and new cache are three
+// parts of one logged device) has no one cache: in each state the device a
+// user constructs after the crash is chosen by the library's rule
+// (device_after_switch_crash, wbctl(8) CRASHES): the new cache, else the old
+// one, whichever has the writeboost magic, else the backing device alone.
+// The states are counted per choice and per phase (marks ctl-start and
+// ctl-done bracket wbctl), and the emitted sample names the choice in its
+// kind; a state of the backing device alone is emitted with no cache part.
 // A developer and test tool, not installed.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
@@ -51,6 +61,7 @@
 #include "log_writes.hpp"
 #include "stamp_workload.hpp"
 #include "tool_main.hpp"
+#include "wbkit/control.hpp"
 #include "wbkit/errors.hpp"
 #include "wbkit/log_scan.hpp"
 #include "wbkit/replay.hpp"
@@ -138,6 +149,18 @@ struct Meta {
 	// (record.sh mode cache-writeback): no state's data can be checked,
 	// only the cache's log.
 	bool backing_unlogged_writes = false;
+	// wbctl ran during the recording (detach, replace-cache): which cache
+	// the state's device is built on follows the switch's rule. The new
+	// cache of replace-cache is a third part of the logged device.
+	std::string ctl;
+	std::optional<std::uint64_t> log_cache2_offset;
+	std::uint64_t cache2_bytes = 0;
+	std::uint64_t logged_size() const
+	{
+		if (log_cache2_offset)
+			return *log_cache2_offset + cache2_bytes;
+		return log_backing_offset ? log_cache_offset + cache_bytes : cache_bytes;
+	}
 };
 
 Meta read_meta(const fs::path& file)
@@ -190,22 +213,43 @@ Meta read_meta(const fs::path& file)
 	m.backing_unlogged_writes = num_or("backing_unlogged_writes", 0) != 0;
 	if (m.backing_unlogged_writes && m.log_backing_offset)
 		throw UsageError(fmt::format("{}: backing_unlogged_writes=1 with a logged backing device", file.string()));
+	m.ctl = kv["ctl"];
+	if (!m.ctl.empty() && m.ctl != "detach" && m.ctl != "replace-cache")
+		throw UsageError(fmt::format("{}: unknown ctl={}", file.string(), m.ctl));
+	if (!m.ctl.empty() && !m.log_backing_offset)
+		throw UsageError(fmt::format("{}: ctl={} needs the backing device in the log", file.string(), m.ctl));
+	if (kv.count("log_cache2_offset") && !kv["log_cache2_offset"].empty()) {
+		m.log_cache2_offset = num("log_cache2_offset");
+		m.cache2_bytes = num("cache2_bytes");
+	}
+	if ((m.ctl == "replace-cache") != m.log_cache2_offset.has_value())
+		throw UsageError(fmt::format("{}: a new cache (log_cache2_offset=) goes with ctl=replace-cache only",
+					     file.string()));
 	return m;
 }
 
 // A working copy of one crash state and the cache and backing devices in it.
 // With both devices under one log, the backing device is a window of the copy;
 // with only the cache logged, the backing device starts out as zeros.
+// The cache is the one the state's device is built on (a wbctl recording:
+// the old or the new cache, or none: the backing device alone).
+struct CachePart {
+	std::optional<std::uint64_t> offset; // in the logged device; none: no cache
+	std::uint64_t bytes = 0;
+	std::string choice; // a wbctl recording: switch_crash_device_name(); else empty
+};
+
 struct StateDevices {
 	SparseImage work;
 	std::optional<SparseImage> separate_backing;
 	std::optional<DeviceWindow> backing_window;
-	DeviceWindow cache;
+	std::optional<DeviceWindow> cache;
 	Device* backing;
 
-	StateDevices(const SparseImage& state, const Meta& meta)
-		: work(state), cache(work, "cache", meta.log_cache_offset, meta.cache_bytes)
+	StateDevices(const SparseImage& state, const Meta& meta, const CachePart& part) : work(state)
 	{
+		if (part.offset)
+			cache.emplace(work, "cache", *part.offset, part.bytes);
 		if (meta.log_backing_offset) {
 			backing_window.emplace(work, "backing", *meta.log_backing_offset, meta.backing_bytes);
 			backing = &*backing_window;
@@ -222,6 +266,12 @@ struct Counts {
 	std::uint64_t flush = 0, subset = 0, torn = 0, failures = 0, emitted = 0, recovery = 0;
 	std::uint64_t unformatted = 0; // ext4: states before the file system existed (not counted)
 	std::uint64_t rewrites = 0;    // states whose replay skipped a torn rewrite (FORMAT.md replay step 2)
+	// A wbctl recording: states per device chosen (old cache, new cache,
+	// backing alone) and per phase (before ctl-start, while wbctl ran, after
+	// ctl-done), and the failures per phase.
+	std::map<std::string, std::uint64_t> by_choice;
+	std::uint64_t by_phase[3] = {0, 0, 0};
+	std::uint64_t failures_by_phase[3] = {0, 0, 0};
 	std::uint64_t total() const { return flush + subset + torn; }
 };
 
@@ -229,7 +279,7 @@ class Checker {
 public:
 	Checker(const Options& o, const Meta& meta, const LogWritesLog& log)
 		: o_(o), meta_(meta), log_(log), rng_(o.seed),
-		  logged_size_(meta.log_backing_offset ? meta.log_cache_offset + meta.cache_bytes : meta.cache_bytes),
+		  logged_size_(meta.logged_size()),
 		  newest_(meta.backing_bytes / StampWorkload::sector, 0), initial_("logged", logged_size_)
 	{
 		if (!meta.base.empty())
@@ -271,6 +321,12 @@ public:
 			if (e.is_mark()) {
 				if (e.mark.size() > 1 && e.mark[0] == 'f')
 					raise_level(std::stoull(e.mark.substr(1)));
+				// The states of the window this mark is in count for
+				// the phase it starts: wbctl's first write follows it.
+				if (e.mark == "ctl-start")
+					phase_ = 1;
+				else if (e.mark == "ctl-done")
+					phase_ = 2;
 				continue;
 			}
 			if (!e.is_barrier()) {
@@ -325,6 +381,33 @@ private:
 				newest_[op.sector + i] = seq;
 		}
 		level_ = std::max(level_, level);
+	}
+
+	// The cache the state's device is built on: the recording's only cache,
+	// or for a wbctl recording the one the switch's rule picks.
+	CachePart cache_part(const SparseImage& state) const
+	{
+		if (meta_.ctl.empty())
+			return {meta_.log_cache_offset, meta_.cache_bytes, {}};
+		auto& image = const_cast<SparseImage&>(state); // read_at only reads
+		std::array<std::byte, 512> old0{}, new0{};
+		image.read_exact(meta_.log_cache_offset, old0);
+		std::span<const std::byte> new_sector;
+		if (meta_.log_cache2_offset) {
+			image.read_exact(*meta_.log_cache2_offset, new0);
+			new_sector = new0;
+		}
+		const SwitchCrashDevice device = device_after_switch_crash(old0, new_sector);
+		const std::string name = switch_crash_device_name(device);
+		switch (device) {
+		case SwitchCrashDevice::old_cache:
+			return {meta_.log_cache_offset, meta_.cache_bytes, name};
+		case SwitchCrashDevice::new_cache:
+			return {meta_.log_cache2_offset, meta_.cache2_bytes, name};
+		case SwitchCrashDevice::backing:
+			break;
+		}
+		return {std::nullopt, 0, name};
 	}
 
 	std::vector<bool> random_mask(std::size_t n, bool nonempty)
@@ -426,33 +509,41 @@ private:
 		}
 		++counter;
 		if (o_.no_replay) {
-			maybe_emit(state, nullptr, kind, entry);
+			maybe_emit(state, nullptr, cache_part(state), kind, entry);
 			return;
 		}
-		StateDevices devices(state, meta_);
+		const CachePart part = cache_part(state);
+		if (!meta_.ctl.empty()) {
+			++counts_.by_choice[part.choice];
+			++counts_.by_phase[phase_];
+		}
+		StateDevices devices(state, meta_, part);
 		SparseImage& work = devices.work;
 		Device* backing = devices.backing;
-		DeviceWindow& cache = devices.cache;
 
 		std::string replay_error, log_problem;
 		bool rewrite = false;
-		try {
-			ScanOptions scan_options;
-			scan_options.backing_bytes = meta_.backing_bytes;
-			auto scan = std::make_shared<LogScan>(scan_log(cache, scan_options));
-			rewrite = scan->rewrite_slot.has_value();
-			counts_.rewrites += rewrite;
-			log_problem = own_log_problem(*scan);
-			// A cache the target never formatted yet: the backing device alone is the logical device.
-			if (scan->replayable()) {
-				ReplayOptions replay_options;
-				replay_options.backing_sectors = meta_.backing_bytes / StampWorkload::sector;
-				auto plan = replay_plan(scan, replay_options);
-				execute_replay(plan, cache, *backing);
+		// The backing device alone (a wbctl recording whose caches were
+		// wiped or never formatted): nothing to replay.
+		if (devices.cache)
+			try {
+				DeviceWindow& cache = *devices.cache;
+				ScanOptions scan_options;
+				scan_options.backing_bytes = meta_.backing_bytes;
+				auto scan = std::make_shared<LogScan>(scan_log(cache, scan_options));
+				rewrite = scan->rewrite_slot.has_value();
+				counts_.rewrites += rewrite;
+				log_problem = own_log_problem(*scan);
+				// A cache the target never formatted yet: the backing device alone is the logical device.
+				if (scan->replayable()) {
+					ReplayOptions replay_options;
+					replay_options.backing_sectors = meta_.backing_bytes / StampWorkload::sector;
+					auto plan = replay_plan(scan, replay_options);
+					execute_replay(plan, cache, *backing);
+				}
+			} catch (const std::exception& ex) {
+				replay_error = ex.what();
 			}
-		} catch (const std::exception& ex) {
-			replay_error = ex.what();
-		}
 
 		std::string problem = !replay_error.empty()           ? "replay threw: " + replay_error
 				      : !log_problem.empty()          ? log_problem
@@ -461,20 +552,26 @@ private:
 								      : run_state_check(*backing);
 		if (meta_.backing_unlogged_writes) {
 			if (!problem.empty())
-				report_failure(state, work, *backing, kind, entry, problem);
+				report_failure(state, work, *backing, part, kind, entry, problem);
 			return;
 		}
 		if (problem.empty() && o_.recovery_every && counts_.total() % o_.recovery_every == 0)
-			problem = check_cut_replay(state, *backing);
+			problem = check_cut_replay(state, *backing, part);
 		// The kernel check tells these apart: upstream's replay stops at a
 		// torn rewrite, so its image differs there (kernel-check.sh).
-		const std::string emit_kind = rewrite ? std::string(kind) + "-rewrite" : std::string(kind);
+		std::string emit_kind = rewrite ? std::string(kind) + "-rewrite" : std::string(kind);
+		if (!part.choice.empty())
+			emit_kind += "@" + part.choice;
 		if (!problem.empty()) {
-			report_failure(state, work, *backing, kind, entry, problem);
+			if (!meta_.ctl.empty()) {
+				++counts_.failures_by_phase[phase_];
+				problem += fmt::format(" (device built on: {}; phase: {})", part.choice, phase_name(phase_));
+			}
+			report_failure(state, work, *backing, part, kind, entry, problem);
 			// Whether the kernel loses the same data: its image must equal this one.
-			maybe_emit(state, backing, emit_kind, entry, true);
+			maybe_emit(state, backing, part, emit_kind, entry, true);
 		} else
-			maybe_emit(state, backing, emit_kind, entry);
+			maybe_emit(state, backing, part, emit_kind, entry);
 	}
 
 	// What dm-wbkit promises about its own log in every crash state, whatever
@@ -495,12 +592,14 @@ private:
 	// The offline replay cut at a random byte of its writes (the backing
 	// device), or of the clean mark it writes on the cache afterwards, then
 	// run again from the start: the result must be the uninterrupted one.
-	std::string check_cut_replay(const SparseImage& state, Device& expected)
+	std::string check_cut_replay(const SparseImage& state, Device& expected, const CachePart& part)
 	{
+		if (!part.offset)
+			return {}; // the backing device alone: nothing to replay
 		++counts_.recovery;
-		StateDevices devices(state, meta_);
+		StateDevices devices(state, meta_, part);
 		Device* backing = devices.backing;
-		DeviceWindow& cache = devices.cache;
+		DeviceWindow& cache = *devices.cache;
 		ScanOptions scan_options;
 		scan_options.backing_bytes = meta_.backing_bytes;
 		ReplayOptions replay_options;
@@ -631,8 +730,8 @@ private:
 				   last.empty() ? "failed without a message" : last);
 	}
 
-	void report_failure(const SparseImage& state, SparseImage& work, Device& backing, const char* kind,
-			    std::uint64_t entry, const std::string& problem)
+	void report_failure(const SparseImage& state, SparseImage& work, Device& backing, const CachePart& part,
+			    const char* kind, std::uint64_t entry, const std::string& problem)
 	{
 		++counts_.failures;
 		if (counts_.failures > o_.max_failures)
@@ -640,7 +739,13 @@ private:
 		fs::path dir = fs::path(o_.keep) / fmt::format("{}-{}-entry{}-{}", fs::path(o_.recording).filename().string(),
 							       kind, entry, counts_.total());
 		fs::create_directories(dir);
-		save_part(state, meta_.log_cache_offset, meta_.cache_bytes, dir / "cache.img");
+		if (part.offset)
+			save_part(state, *part.offset, part.bytes, dir / "cache.img");
+		if (!meta_.ctl.empty()) { // every cache part, for wbdump
+			save_part(state, meta_.log_cache_offset, meta_.cache_bytes, dir / "old-cache.img");
+			if (meta_.log_cache2_offset)
+				save_part(state, *meta_.log_cache2_offset, meta_.cache2_bytes, dir / "new-cache.img");
+		}
 		if (meta_.log_backing_offset)
 			save_part(state, *meta_.log_backing_offset, meta_.backing_bytes, dir / "backing.img");
 		else
@@ -674,23 +779,38 @@ private:
 	}
 
 	// logical: the offline replay's image, or null (--no-replay: none is written).
-	void maybe_emit(const SparseImage& state, Device* logical, const std::string& kind, std::uint64_t entry,
-			bool failing = false)
+	void maybe_emit(const SparseImage& state, Device* logical, const CachePart& part, const std::string& kind,
+			std::uint64_t entry, bool failing = false)
 	{
 		if (emit_fd_ < 0 || counts_.emitted >= o_.emit_max)
 			return;
-		std::uniform_real_distribution<double> coin(0.0, 1.0);
-		if (failing != o_.emit_failing || (kind != "final" && !failing && coin(emit_rng_) >= o_.emit_fraction))
+		// A wbctl recording: an equal share of the sample per device the
+		// rule can choose, so that the early states (the old cache) do not
+		// take it all before the switch.
+		const std::uint64_t choices = meta_.ctl == "replace-cache" ? 3 : meta_.ctl == "detach" ? 2
+												       : 1;
+		if (!part.choice.empty() && emitted_by_choice_[part.choice] >= (o_.emit_max + choices - 1) / choices)
 			return;
+		// Before wbctl the states are those of mode both: a tenth of the
+		// fraction there leaves the old cache's share to the switch.
+		const double fraction = !meta_.ctl.empty() && phase_ == 0 ? o_.emit_fraction / 10 : o_.emit_fraction;
+		std::uniform_real_distribution<double> coin(0.0, 1.0);
+		if (failing != o_.emit_failing || (kind != "final" && !failing && coin(emit_rng_) >= fraction))
+			return;
+		if (!part.choice.empty())
+			++emitted_by_choice_[part.choice];
 		constexpr std::uint64_t align = 1 << 20;
 		auto round = [](std::uint64_t v) { return (v + align - 1) / align * align; };
+		// No cache part (the backing device alone): c_len 0 in the
+		// manifest, kernel-check.sh maps the backing part with linear.
 		const std::uint64_t cache_off = emit_end_;
-		const std::uint64_t backing_off = cache_off + round(meta_.cache_bytes);
+		const std::uint64_t backing_off = cache_off + round(part.bytes);
 		const std::uint64_t expected_off = logical ? backing_off + round(meta_.backing_bytes) : 0;
 		emit_end_ = logical ? expected_off + round(meta_.backing_bytes) : backing_off + round(meta_.backing_bytes);
 		if (::ftruncate(emit_fd_, off_t(emit_end_)) != 0)
 			throw IoError("cannot size", o_.emit + "/states.img", errno);
-		state.save_range(emit_fd_, cache_off, meta_.log_cache_offset, meta_.cache_bytes);
+		if (part.offset)
+			state.save_range(emit_fd_, cache_off, *part.offset, part.bytes);
 		if (meta_.log_backing_offset)
 			state.save_range(emit_fd_, backing_off, *meta_.log_backing_offset, meta_.backing_bytes);
 		if (logical) {
@@ -703,10 +823,16 @@ private:
 		// and the last write that may have been issued (limit).
 		const std::uint64_t limit = std::min(meta_.ops, level_ + meta_.flush_every);
 		manifest_ << fmt::format("{} {} {} {} {} {} {} {} {} {}\n", counts_.emitted, kind, entry, cache_off / 512,
-					 meta_.cache_bytes / 512, backing_off / 512, expected_off / 512,
+					 part.bytes / 512, backing_off / 512, expected_off / 512,
 					 meta_.backing_bytes / 512, level_, limit);
 		manifest_.flush();
 		++counts_.emitted;
+	}
+
+	static const char* phase_name(unsigned phase)
+	{
+		return phase == 0 ? "before wbctl" : phase == 1 ? "while wbctl ran"
+								: "after wbctl";
 	}
 
 	const Options& o_;
@@ -718,10 +844,12 @@ private:
 	std::vector<std::uint64_t> newest_; // newest write <= level_ per sector
 	std::uint64_t level_ = 0;
 	bool marked_ = false;
+	unsigned phase_ = 0;  // a wbctl recording: 0 before ctl-start, 1 while wbctl ran, 2 after ctl-done
 	SparseImage initial_; // the logged device before the first entry
 	Counts counts_;
 	int emit_fd_ = -1;
 	std::uint64_t emit_end_ = 0;
+	std::map<std::string, std::uint64_t> emitted_by_choice_;
 	std::ofstream manifest_;
 	// Reused: a fresh multi-MiB buffer per state costs more than the check.
 	std::vector<unsigned char> verify_buffer_;
@@ -782,7 +910,9 @@ int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
 		throw UsageError("--save-state takes final, midlog or midlog-wbreplay");
 	if (o.save_to.empty())
 		throw UsageError("--save-state needs --save-to");
-	const std::uint64_t logged = meta.log_backing_offset ? meta.log_cache_offset + meta.cache_bytes : meta.cache_bytes;
+	if (!meta.ctl.empty())
+		throw UsageError("--save-state: not for a recording of wbctl (ctl=)");
+	const std::uint64_t logged = meta.logged_size();
 	SparseImage state("logged", logged);
 	std::uint64_t level = 0;
 	for (const auto& e : log.entries()) {
@@ -913,6 +1043,15 @@ int run(const Options& o)
 				 "failures={} emitted={} seconds={:.1f}{}\n",
 				 c.total(), c.flush, c.subset, c.torn, c.rewrites, c.recovery, c.failures, c.emitted, seconds,
 				 meta.stamped ? "" : fmt::format(" unformatted={}", c.unformatted));
+	if (!meta.ctl.empty()) {
+		std::string choices;
+		for (const auto& [name, n] : c.by_choice)
+			choices += fmt::format(" {}={}", name, n);
+		std::cout << fmt::format("ctl={} states_by_device:{} states_by_phase: before={} during={} after={} "
+					 "failures_by_phase: before={} during={} after={}\n",
+					 meta.ctl, choices, c.by_phase[0], c.by_phase[1], c.by_phase[2],
+					 c.failures_by_phase[0], c.failures_by_phase[1], c.failures_by_phase[2]);
+	}
 	return (c.failures || !replayer_ok) ? 1 : 0;
 }
 

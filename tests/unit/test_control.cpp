@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <fmt/format.h>
@@ -189,9 +190,9 @@ public:
 		calls.push_back("sectors " + devno);
 		return backing_sectors;
 	}
-	void wipe_cache(const std::string& devno) override
+	void wipe_cache(const std::string& devno, const std::string& holder) override
 	{
-		calls.push_back("wipe " + devno);
+		calls.push_back("wipe " + devno + " held by " + holder + (suspended ? " (suspended)" : ""));
 		if (fail_wipe)
 			throw IoError("cannot open", "/dev/vdb", 16);
 	}
@@ -471,11 +472,15 @@ TEST(ControlDetach, CleanAfterTheFlush)
 	EXPECT_TRUE(sys.called("wipe 254:16"));
 	EXPECT_FALSE(r.wipe_error);
 	EXPECT_FALSE(sys.suspended_with_lockfs); // --nolockfs unless asked
-	// Load (inactive), suspend, the write-back (the check), resume (the
-	// swap), and only then the wipe.
+	// Load (inactive), suspend, the write-back (the check), the wipe
+	// while still suspended (the commit point: wbctl(8), CRASHES), resume
+	// (the swap). A wipe after the resume would leave a moment where the
+	// linear table writes the backing device and the old log, replayed
+	// after a crash, would write older data over it.
 	std::vector<std::string> tail(sys.calls.end() - 5, sys.calls.end());
 	EXPECT_EQ(tail, (std::vector<std::string>{"load wb 0 2097152 linear 254:0 0", "suspend wb",
-						  "drop_caches wb (suspended)", "resume wb", "wipe 254:16"}));
+						  "drop_caches wb (suspended)", "wipe 254:16 held by wb (suspended)",
+						  "resume wb"}));
 }
 
 TEST(ControlDetach, WritesAfterTheFlushWrittenBackWhileSuspended)
@@ -530,6 +535,34 @@ TEST(ControlDetach, TooSlowWhileSuspendedResumesAndFlushesAgain)
 	auto clear = std::find(first_suspend, sys.calls.end(), "clear wb");
 	auto resume = std::find(first_suspend, sys.calls.end(), "resume wb");
 	EXPECT_LT(clear, resume);
+	// The cache is wiped once, in the second suspend only: the first one
+	// went back to the writeboost table, which still uses it.
+	auto wipe = std::find(first_suspend, sys.calls.end(), "wipe 254:16 held by wb (suspended)");
+	EXPECT_GT(wipe, resume);
+	EXPECT_EQ(std::count_if(sys.calls.begin(), sys.calls.end(),
+				[](const std::string& c) { return c.rfind("wipe", 0) == 0; }),
+		  1);
+}
+
+TEST(ControlSwitchCrash, WhichDeviceAfterACrash)
+{
+	std::array<std::byte, 512> magic{}, zero{}, other{};
+	write_superblock_magic(magic);
+	other[0] = std::byte{0x74}; // one byte of the magic is not the magic
+	using D = SwitchCrashDevice;
+	// detach: the old cache while it has the magic, else the backing device.
+	EXPECT_EQ(device_after_switch_crash(magic), D::old_cache);
+	EXPECT_EQ(device_after_switch_crash(zero), D::backing);
+	EXPECT_EQ(device_after_switch_crash(other), D::backing);
+	// replace-cache: the new cache once formatted, whatever the old holds.
+	EXPECT_EQ(device_after_switch_crash(magic, zero), D::old_cache);
+	EXPECT_EQ(device_after_switch_crash(magic, magic), D::new_cache);
+	EXPECT_EQ(device_after_switch_crash(zero, magic), D::new_cache);
+	EXPECT_EQ(device_after_switch_crash(zero, zero), D::backing);
+	EXPECT_EQ(device_after_switch_crash(std::span<const std::byte>(magic).first(3)), D::backing);
+	EXPECT_STREQ(switch_crash_device_name(D::old_cache), "old-cache");
+	EXPECT_STREQ(switch_crash_device_name(D::new_cache), "new-cache");
+	EXPECT_STREQ(switch_crash_device_name(D::backing), "backing");
 }
 
 TEST(ControlDetach, AttemptsRunOutLeavesTheDeviceAsItWas)
@@ -736,6 +769,7 @@ constexpr const char* replaced = "0 2097152 writeboost 254:0 /dev/vdc 2 writebac
 TEST(ControlReplace, SameOptionsNewCacheOneSuspend)
 {
 	FakeSystem sys;
+	sys.wb.wbkit = true; // loaded before the suspend (upstream's order: below)
 	sys.live = "0 2097152 writeboost 254:0 254:16 2 writeback_threshold 70";
 	sys.wb.writeback_threshold = 70;
 	std::string checked;
@@ -748,11 +782,13 @@ TEST(ControlReplace, SameOptionsNewCacheOneSuspend)
 	EXPECT_EQ(r.stalls.size(), 1u);
 	EXPECT_EQ(r.old_table, "0 2097152 writeboost 254:0 254:16 2 writeback_threshold 70");
 	EXPECT_FALSE(sys.suspended_with_lockfs);
-	// Loaded before the suspend; the suspended write-back; the resume
-	// swaps; the old cache is wiped only then.
+	// Loaded before the suspend; the suspended write-back; the old cache
+	// wiped while still suspended; the resume swaps (and formats the new
+	// cache).
 	std::vector<std::string> tail(sys.calls.end() - 5, sys.calls.end());
 	EXPECT_EQ(tail, (std::vector<std::string>{std::string("load wb ") + replaced, "suspend wb",
-						  "drop_caches wb (suspended)", "resume wb", "wipe 254:16"}));
+						  "drop_caches wb (suspended)", "wipe 254:16 held by wb (suspended)",
+						  "resume wb"}));
 	const std::string doc = switch_result_json("replace-cache", "wb", r);
 	EXPECT_NE(doc.find("\"cache_wiped\": true"), std::string::npos);
 	EXPECT_NE(doc.find("\"flush\""), std::string::npos);
@@ -839,14 +875,39 @@ TEST(ControlReplace, RefusesDeadLinearAndInterrupted)
 	EXPECT_FALSE(sys.called("load"));
 }
 
+TEST(ControlReplace, UpstreamLoadsOnlyAfterTheWriteBack)
+{
+	// Upstream formats the new cache in its constructor: loaded before
+	// the write-back, a crash would find a formatted new cache (the rule
+	// picks it) while the old one still held dirty blocks.
+	FakeSystem sys;
+	const SwitchResult r = replace_cache(sys, "wb", new_cache(), quick());
+	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 /dev/vdc");
+	EXPECT_TRUE(r.cache_wiped);
+	std::vector<std::string> tail(sys.calls.end() - 5, sys.calls.end());
+	EXPECT_EQ(tail, (std::vector<std::string>{"suspend wb", "drop_caches wb (suspended)",
+						  "load wb 0 2097152 writeboost 254:0 /dev/vdc",
+						  "wipe 254:16 held by wb (suspended)", "resume wb"}));
+}
+
 TEST(ControlReplace, TargetRefusesTheNewTable)
 {
 	FakeSystem sys;
+	sys.wb.wbkit = true;
 	sys.fail_load = true;
 	EXPECT_THROW(replace_cache(sys, "wb", new_cache(), quick()), Error);
 	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
 	EXPECT_FALSE(sys.called("suspend"));
 	EXPECT_FALSE(sys.called("wipe"));
+
+	// Upstream refuses it while suspended, written back: the old table
+	// resumes, its cache not wiped (the load comes first).
+	FakeSystem up;
+	up.fail_load = true;
+	EXPECT_THROW(replace_cache(up, "wb", new_cache(), quick()), Error);
+	EXPECT_EQ(up.live, "0 2097152 writeboost 254:0 254:16");
+	EXPECT_FALSE(up.suspended);
+	EXPECT_FALSE(up.called("wipe"));
 }
 
 TEST(ControlReplace, SuspendFailsClearsAndResumes)
@@ -875,6 +936,7 @@ TEST(ControlReplace, SuspendedWriteBackFailsClearsAndResumes)
 TEST(ControlReplace, TooSlowWhileSuspendedPutsTheOldTableBackAndRetries)
 {
 	FakeSystem sys;
+	sys.wb.wbkit = true;
 	sys.messages = {{1, 0}, {-1, 0}, {1, 0}};
 	bool dirty_once = false;
 	sys.on_status = [&](WbState& s) {
@@ -933,7 +995,9 @@ TEST(ControlReplace, FailedResumePutsTheOldTableBack)
 	EXPECT_EQ(sys.live, "0 2097152 writeboost 254:0 254:16");
 	EXPECT_FALSE(sys.suspended);
 	EXPECT_FALSE(sys.inactive);
-	EXPECT_FALSE(sys.called("wipe"));
+	// The old cache was wiped before the resume: the old table's new
+	// instance formats it (nothing was dirty on it).
+	EXPECT_TRUE(sys.called("wipe 254:16 held by wb (suspended)"));
 	// The old table went back only after the suspended write-back.
 	auto wb = std::find(sys.calls.begin(), sys.calls.end(), "drop_caches wb (suspended)");
 	EXPECT_NE(std::find(wb, sys.calls.end(), "load wb 0 2097152 writeboost 254:0 254:16"), sys.calls.end());

@@ -87,6 +87,23 @@ struct CacheContent {
 CacheContent classify_cache_content(std::span<const std::byte> block0, std::span<const std::byte> block1,
 				    std::span<const std::byte> block64k);
 
+// The recovery rule of detach and replace-cache (wbctl(8), CRASHES): after a
+// power cut at any step of the switch, the device to construct is
+//   - the new cache (replace-cache), when its sector 0 has the writeboost
+//     magic: the target formatted it at the resume, after the old cache was
+//     written back and wiped;
+//   - else the old cache, when its sector 0 has the magic: the switch had
+//     not committed, the target replays the old log as before it;
+//   - else the backing device alone: the old cache was wiped, which wbctl
+//     does only once every block is on the backing device and flushed.
+// A span shorter than 4 bytes (or empty: detach, no new cache) has no magic.
+enum class SwitchCrashDevice { old_cache,
+			       new_cache,
+			       backing };
+SwitchCrashDevice device_after_switch_crash(std::span<const std::byte> old_cache_sector0,
+					    std::span<const std::byte> new_cache_sector0 = {});
+const char* switch_crash_device_name(SwitchCrashDevice device); // "old-cache", "new-cache", "backing"
+
 // ---------------------------------------------------------------------------
 // The system: dmsetup and devices
 
@@ -131,10 +148,13 @@ public:
 	virtual void flush_device(const std::string& name) = 0;
 	// The size in 512-byte sectors of a block device named `major:minor`.
 	virtual std::uint64_t device_sectors(const std::string& devno) = 0;
-	// Zeroes the first MiB of the block device `major:minor` (exclusive
-	// open: it must be free) and syncs it: the old superblock and segment
-	// headers are gone, the targets format it when it is next used.
-	virtual void wipe_cache(const std::string& devno) = 0;
+	// Zeroes the first MiB of the old cache device `major:minor` and syncs
+	// it: the old superblock and segment headers are gone, the targets
+	// format it when it is next used. Called while the device `holder`
+	// (a device-mapper name) is suspended and its old table still holds
+	// the cache: that table must be its only holder, and it does no I/O
+	// until it is destroyed (the open is not exclusive, it cannot be).
+	virtual void wipe_cache(const std::string& devno, const std::string& holder) = 0;
 	virtual Clock::time_point now() = 0;
 	virtual void sleep(std::chrono::milliseconds duration) = 0;
 };
@@ -156,7 +176,7 @@ public:
 	std::unique_ptr<PendingMessage> start_drop_caches(const std::string& name) override;
 	void flush_device(const std::string& name) override;
 	std::uint64_t device_sectors(const std::string& devno) override;
-	void wipe_cache(const std::string& devno) override;
+	void wipe_cache(const std::string& devno, const std::string& holder) override;
 	Clock::time_point now() override { return Clock::now(); }
 	void sleep(std::chrono::milliseconds duration) override;
 
@@ -259,9 +279,11 @@ struct SwitchOptions {
 	// before, at most flush_rounds flushes before each suspend.
 	unsigned flush_rounds = 4;
 	std::uint64_t small_dirty = 32;
-	// Detach, replace-cache: wipe the old cache device once it is free
-	// (default; a cache whose old log a later attach replayed would write
-	// stale data over newer).
+	// Detach, replace-cache: wipe the old cache device (default; a cache
+	// whose old log a later attach, or a construction after a crash,
+	// replayed would write stale data over newer). The wipe is the
+	// switch's commit point: it happens while the device is suspended,
+	// after the write-back and before the resume (wbctl(8), CRASHES).
 	bool wipe_cache = true;
 	// Freeze a mounted file system for the suspend (dmsetup's default).
 	// Off by default: a table switch keeps every byte the device reads, so
