@@ -133,6 +133,7 @@ fi
 step "install the hook, the boot script, the module, writeboosttab and fstab; update-initramfs -c -k $kver"
 install -D -m 0755 "$WBKIT_ROOT/packaging/initramfs/hook" "$chroot_dir/usr/share/initramfs-tools/hooks/dm-wbkit"
 install -D -m 0755 "$WBKIT_ROOT/packaging/initramfs/local-top" "$chroot_dir/usr/share/initramfs-tools/scripts/local-top/dm-wbkit"
+install -D -m 0644 "$WBKIT_ROOT/packaging/boot/writeboosttab.sh" "$chroot_dir/usr/lib/wbkit/writeboosttab.sh"
 rm -rf "$chroot_dir/lib/modules/$kver/updates"
 install -D -m 0644 "$ko" "$chroot_dir/lib/modules/$kver/updates/dkms/dm-wbkit.ko"
 in_chroot depmod -a "$kver"
@@ -158,7 +159,7 @@ lsinitramfs "$initrd" >"$work/initrd.list"
 echo "initramfs: $(stat -c %s "$initrd") bytes, $(wc -l <"$work/initrd.list") entries"
 for pattern in "lib/modules/$kver/updates/dkms/dm-wbkit.ko" "lib/modules/$kver/.*/dm-mod.ko" \
 	"lib/modules/$kver/.*/libcrc32c.ko" "lib/modules/$kver/.*/crc32c" "sbin/dmsetup" \
-	"etc/writeboosttab" "scripts/local-top/dm-wbkit" "conf/wbkit-module" "lib/udev/rules.d/55-dm.rules"; do
+	"etc/writeboosttab" "scripts/local-top/dm-wbkit" "usr/lib/wbkit/writeboosttab.sh" "conf/wbkit-module" "lib/udev/rules.d/55-dm.rules"; do
 	grep -Eq "(^|/)$pattern" "$work/initrd.list" || fail "not in the initramfs: $pattern"
 	echo "ok: in the initramfs: $(grep -E "(^|/)$pattern" "$work/initrd.list" | head -n 1)"
 done
@@ -390,7 +391,7 @@ install -D -m 0644 "$ko" "$chroot_dir/lib/modules/$kver/updates/dkms/dm-wbkit.ko
 in_chroot depmod -a "$kver"
 sed -i 's/^wbroot/#wbroot/' "$chroot_dir/etc/writeboosttab"
 make_initrd no-entries
-if grep -E 'dm-wbkit\.ko|dm-writeboost\.ko|etc/writeboosttab|conf/wbkit-module' "$work/no-entries.list"; then
+if grep -E 'dm-wbkit\.ko|dm-writeboost\.ko|etc/writeboosttab|conf/wbkit-module|wbkit/writeboosttab\.sh' "$work/no-entries.list"; then
 	fail "the initramfs holds parts of writeboost without a writeboosttab entry"
 fi
 echo "ok: no module, no writeboosttab (the boot script is there and does nothing without the file)"
