@@ -72,8 +72,8 @@ test-initramfs: deps
 # The boot guard (packaging/boot/): a Debian 12 root booted with systemd in
 # qemu mounts a writeboosttab device's file system by UUID= only through
 # /dev/mapper/<name>, across a power cut, and a boot without the cache leaves
-# the backing disk unmounted and ends in bounded time. Root, about 6 minutes
-# (4 boots of 60-135 s under TCG), 3 more the first time for the root, which
+# the backing disk unmounted and ends in bounded time. Root, about 6 to 7
+# minutes (5 boots of 45-135 s under TCG), 3 more the first time for the root, which
 # is cached in /var/cache/wbkit/boot-guard-root; not part of `make test`.
 # See tests/initramfs/boot-guard.sh.
 test-boot-guard: deps
