@@ -9,7 +9,8 @@
 #   2. dm-wbkit.ko is built for <kver> from the DKMS tree (make -C kmod
 #      dkms-src) and installed where DKMS puts it, with the hook and the boot
 #      script where the package puts them, /etc/writeboosttab (the backing
-#      device by UUID=, the cache by its /dev/disk/by-id name, two options)
+#      device by UUID=, the cache by its /dev/disk/by-id name, three
+#      options; writeback_threshold=0, so the marker stays in the cache)
 #      and /etc/fstab; update-initramfs -c -k <kver> in the root makes the
 #      initramfs, whose file list is checked;
 #   3. a small root file system (busybox, dmsetup, an init script) is made
@@ -139,7 +140,7 @@ install -D -m 0644 "$ko" "$chroot_dir/lib/modules/$kver/updates/dkms/dm-wbkit.ko
 in_chroot depmod -a "$kver"
 cat >"$chroot_dir/etc/writeboosttab" <<TAB
 ## name    backing (HDD)    cache (SSD)    options
-wbroot  UUID=$fs_uuid  /dev/disk/by-id/virtio-wbcache  writeback_threshold=60,sync_data_interval=3600
+wbroot  UUID=$fs_uuid  /dev/disk/by-id/virtio-wbcache  writeback_threshold=0,sync_data_interval=3600,update_sb_record_interval=60
 TAB
 cat >"$chroot_dir/etc/fstab" <<FSTAB
 /dev/mapper/wbroot  /  ext4  errors=remount-ro  0  1
@@ -297,7 +298,7 @@ check_root_on_cache() {
 	*) fail "the table of wbroot is not writeboost over vda and vdb: $table" ;;
 	esac
 	case $(result status) in
-	*" writeback_threshold 60 "*" sync_data_interval 3600 "*) echo "ok: the options of writeboosttab are set" ;;
+	*" writeback_threshold 0 "*" sync_data_interval 3600 update_sb_record_interval 60 "*) echo "ok: the options of writeboosttab are set" ;;
 	*) fail "the writeboosttab options did not reach the target: $(result status)" ;;
 	esac
 	expect module dm_wbkit
