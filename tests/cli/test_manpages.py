@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT, TOOLS, run, tool_path
 
 PAGES = {"wbdump": "wbdump.8", "wbreplay": "wbreplay.8", "wbrecover": "wbrecover.8", "wbstat": "wbstat.8", "wbctl": "wbctl.8",
-         "dm-wbkit": "dm-wbkit.4"}
+         "dm-wbkit": "dm-wbkit.4", "wbkit-boot": "wbkit-boot.8"}
 
 
 def page_path(build_dir: pathlib.Path, page: str) -> pathlib.Path:

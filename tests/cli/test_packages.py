@@ -209,8 +209,17 @@ def test_dkms_package_replaces_upstream_and_holds_a_complete_tree(packages):
         "/usr/share/man/man4/dm-wbkit.4.gz", "/usr/share/doc/dm-wbkit-dkms/copyright",
         "/usr/share/doc/dm-wbkit-dkms/changelog.gz",
         "/etc/kernel/postinst.d/dm-wbkit-dkms", "/etc/kernel/header_postinst.d/dm-wbkit-dkms",
-        "/usr/share/initramfs-tools/hooks/dm-wbkit", "/usr/share/initramfs-tools/scripts/local-top/dm-wbkit"}
+        "/usr/share/initramfs-tools/hooks/dm-wbkit", "/usr/share/initramfs-tools/scripts/local-top/dm-wbkit",
+        # The boot guard (packaging/boot/, wbkit-boot(8)).
+        "/usr/lib/wbkit/writeboosttab.sh", "/usr/lib/wbkit/wbkit-boot",
+        "/usr/lib/udev/rules.d/61-wbkit-writeboosttab.rules",
+        "/usr/lib/systemd/system-generators/wbkit-writeboosttab-generator",
+        "/usr/lib/systemd/system/wbkit@.service", "/usr/share/man/man8/wbkit-boot.8.gz"}
     assert files == expected, (sorted(expected - files), sorted(files - expected))
+    for program in ("usr/lib/wbkit/wbkit-boot", "usr/lib/systemd/system-generators/wbkit-writeboosttab-generator"):
+        assert os.access(root / program, os.X_OK), program
+    for name in ("wbkit-boot", "writeboosttab.sh"):
+        assert (root / "usr/lib/wbkit" / name).read_text() == (ROOT / "packaging/boot" / name).read_text(), name
     # The initramfs (root on a writeboost device): the hook and the boot script
     # are programs, and dh_installinitramfs made the package rebuild the
     # initramfs on install and removal (the update-initramfs trigger).

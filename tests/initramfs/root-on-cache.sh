@@ -9,7 +9,8 @@
 #   2. dm-wbkit.ko is built for <kver> from the DKMS tree (make -C kmod
 #      dkms-src) and installed where DKMS puts it, with the hook and the boot
 #      script where the package puts them, /etc/writeboosttab (the backing
-#      device by UUID=, the cache by its /dev/disk/by-id name, two options)
+#      device by UUID=, the cache by its /dev/disk/by-id name, three
+#      options; writeback_threshold=0, so the marker stays in the cache)
 #      and /etc/fstab; update-initramfs -c -k <kver> in the root makes the
 #      initramfs, whose file list is checked;
 #   3. a small root file system (busybox, dmsetup, an init script) is made
@@ -133,12 +134,13 @@ fi
 step "install the hook, the boot script, the module, writeboosttab and fstab; update-initramfs -c -k $kver"
 install -D -m 0755 "$WBKIT_ROOT/packaging/initramfs/hook" "$chroot_dir/usr/share/initramfs-tools/hooks/dm-wbkit"
 install -D -m 0755 "$WBKIT_ROOT/packaging/initramfs/local-top" "$chroot_dir/usr/share/initramfs-tools/scripts/local-top/dm-wbkit"
+install -D -m 0644 "$WBKIT_ROOT/packaging/boot/writeboosttab.sh" "$chroot_dir/usr/lib/wbkit/writeboosttab.sh"
 rm -rf "$chroot_dir/lib/modules/$kver/updates"
 install -D -m 0644 "$ko" "$chroot_dir/lib/modules/$kver/updates/dkms/dm-wbkit.ko"
 in_chroot depmod -a "$kver"
 cat >"$chroot_dir/etc/writeboosttab" <<TAB
 ## name    backing (HDD)    cache (SSD)    options
-wbroot  UUID=$fs_uuid  /dev/disk/by-id/virtio-wbcache  writeback_threshold=60,sync_data_interval=3600
+wbroot  UUID=$fs_uuid  /dev/disk/by-id/virtio-wbcache  writeback_threshold=0,sync_data_interval=3600,update_sb_record_interval=60
 TAB
 cat >"$chroot_dir/etc/fstab" <<FSTAB
 /dev/mapper/wbroot  /  ext4  errors=remount-ro  0  1
@@ -158,7 +160,7 @@ lsinitramfs "$initrd" >"$work/initrd.list"
 echo "initramfs: $(stat -c %s "$initrd") bytes, $(wc -l <"$work/initrd.list") entries"
 for pattern in "lib/modules/$kver/updates/dkms/dm-wbkit.ko" "lib/modules/$kver/.*/dm-mod.ko" \
 	"lib/modules/$kver/.*/libcrc32c.ko" "lib/modules/$kver/.*/crc32c" "sbin/dmsetup" \
-	"etc/writeboosttab" "scripts/local-top/dm-wbkit" "conf/wbkit-module" "lib/udev/rules.d/55-dm.rules"; do
+	"etc/writeboosttab" "scripts/local-top/dm-wbkit" "usr/lib/wbkit/writeboosttab.sh" "conf/wbkit-module" "lib/udev/rules.d/55-dm.rules"; do
 	grep -Eq "(^|/)$pattern" "$work/initrd.list" || fail "not in the initramfs: $pattern"
 	echo "ok: in the initramfs: $(grep -E "(^|/)$pattern" "$work/initrd.list" | head -n 1)"
 done
@@ -296,7 +298,7 @@ check_root_on_cache() {
 	*) fail "the table of wbroot is not writeboost over vda and vdb: $table" ;;
 	esac
 	case $(result status) in
-	*" writeback_threshold 60 "*" sync_data_interval 3600 "*) echo "ok: the options of writeboosttab are set" ;;
+	*" writeback_threshold 0 "*" sync_data_interval 3600 update_sb_record_interval 60 "*) echo "ok: the options of writeboosttab are set" ;;
 	*) fail "the writeboosttab options did not reach the target: $(result status)" ;;
 	esac
 	expect module dm_wbkit
@@ -390,7 +392,7 @@ install -D -m 0644 "$ko" "$chroot_dir/lib/modules/$kver/updates/dkms/dm-wbkit.ko
 in_chroot depmod -a "$kver"
 sed -i 's/^wbroot/#wbroot/' "$chroot_dir/etc/writeboosttab"
 make_initrd no-entries
-if grep -E 'dm-wbkit\.ko|dm-writeboost\.ko|etc/writeboosttab|conf/wbkit-module' "$work/no-entries.list"; then
+if grep -E 'dm-wbkit\.ko|dm-writeboost\.ko|etc/writeboosttab|conf/wbkit-module|wbkit/writeboosttab\.sh' "$work/no-entries.list"; then
 	fail "the initramfs holds parts of writeboost without a writeboosttab entry"
 fi
 echo "ok: no module, no writeboosttab (the boot script is there and does nothing without the file)"
