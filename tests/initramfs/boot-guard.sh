@@ -62,20 +62,8 @@ watchdog_margin=30
 guest_watchdog=$((boot_limit - 2 * watchdog_margin))
 fs_uuid=3d0c5f0e-5b7a-4bd3-a7c4-2c1b9a0e51d4
 
-started=$SECONDS
-step_started=$SECONDS
-declare -a timings=()
-step() {
-	local now=$SECONDS
-	[ -z "${step_name:-}" ] || timings+=("$(printf '%4ds  %s' $((now - step_started)) "$step_name")")
-	step_name=$*
-	step_started=$now
-	printf '\n== %s\n' "$*"
-}
-fail() {
-	printf 'boot-guard-test: FAIL: %s\n' "$*" >&2
-	exit 1
-}
+test_tag=boot-guard-test
+source "$here/qemu-boot.inc"
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (debootstrap, chroot)"
 command -v qemu-system-x86_64 >/dev/null || fail "qemu-system-x86_64 missing"
@@ -241,76 +229,20 @@ truncate -s 64M "$work/backing.img"
 mkfs.ext4 -q -F -L wbdata -U "$fs_uuid" -d "$work/data-tree" "$work/backing.img"
 truncate -s 32M "$work/cache.img"
 
-# monitor <socket> <command>: one command to qemu's human monitor.
-monitor() {
-	/usr/bin/python3 - "$1" "$2" <<'PY'
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.settimeout(2)
-try:
-    s.recv(4096)
-except OSError:
-    pass
-s.sendall((sys.argv[2] + "\n").encode())
-time.sleep(0.5)
-PY
-}
-# boot <name> <extra kernel arguments> <with cache: yes|no>: the console in
-# $logs/<name>.log (BOOT_LOG); returns qemu's status, 124 on the time limit.
+# boot <name> <extra kernel arguments> <with cache: yes|no>: the root disk,
+# the backing disk and maybe the cache (qemu_boot).
 boot() {
-	local name=$1 args=$2 with_cache=$3 sock=$work/monitor.sock pid rc=0 t0=$SECONDS dumped=
-	BOOT_LOG=$logs/$name.log
-	rm -f "$sock"
 	local drives=(-drive "file=$work/root.img,format=raw,if=none,id=root,cache=unsafe"
 		-device "virtio-blk-pci,drive=root,serial=wbroot"
 		-drive "file=$work/backing.img,format=raw,if=none,id=backing,cache=none"
 		-device "virtio-blk-pci,drive=backing,serial=wbbacking")
-	if [ "$with_cache" = yes ]; then
+	if [ "$3" = yes ]; then
 		drives+=(-drive "file=$work/cache.img,format=raw,if=none,id=cache,cache=none"
 			-device "virtio-blk-pci,drive=cache,serial=wbcache")
 	fi
-	# No graphics card: its driver's loading is seconds of TCG time in every boot.
-	qemu-system-x86_64 -accel tcg -cpu max -m 1024 -smp 2 -nographic -vga none -no-reboot -net none -rtc base=utc \
-		-monitor "unix:$sock,server=on,wait=off" -kernel "$kernel" -initrd "$initrd" \
-		-append "root=/dev/vda rw console=ttyS0 no_timer_check sysrq_always_enabled panic=-1 wb.watchdog=$guest_watchdog $args" \
-		"${drives[@]}" </dev/null >"$BOOT_LOG" 2>&1 &
-	pid=$!
-	while kill -0 "$pid" 2>/dev/null; do
-		if [ -z "$dumped" ] && [ $((SECONDS - t0)) -ge $((boot_limit - watchdog_margin)) ]; then
-			echo "boot-guard-test: $name still runs after $((SECONDS - t0)) s: sysrq w and t into $BOOT_LOG" >&2
-			monitor "$sock" "sendkey alt-sysrq-w" || true
-			sleep 2
-			monitor "$sock" "sendkey alt-sysrq-t" || true
-			dumped=y
-		fi
-		if [ $((SECONDS - t0)) -ge "$boot_limit" ]; then
-			kill "$pid" 2>/dev/null || true
-			wait "$pid" 2>/dev/null || true
-			BOOT_SECONDS=$((SECONDS - t0))
-			echo "boot-guard-test: $name: time limit ${boot_limit}s reached, log $BOOT_LOG" >&2
-			tr -d '\r' <"$BOOT_LOG" | grep -E 'task:|writeboost|WB:|Timed out|Failed' | tail -n 40 >&2 || true
-			return 124
-		fi
-		sleep 1
-	done
-	wait "$pid" || rc=$?
-	BOOT_SECONDS=$((SECONDS - t0))
-	echo "$name: qemu exited $rc after ${BOOT_SECONDS}s (log $BOOT_LOG)"
-	if [ -n "$dumped" ]; then
-		echo "boot-guard-test: $name: finished after the watchdog fired; the dump is in $BOOT_LOG" >&2
-		return 124
-	fi
-	return $rc
+	qemu_boot "$1" "root=/dev/vda rw console=ttyS0 no_timer_check sysrq_always_enabled panic=-1 wb.watchdog=$guest_watchdog $2" \
+		'task:|writeboost|WB:|Timed out|Failed' "${drives[@]}"
 }
-result() { tr -d '\r' <"$BOOT_LOG" | sed -n "s/^WB: $1=//p" | tail -n 1; }
-expect() {
-	local got
-	got=$(result "$1")
-	[ "$got" = "$2" ] || fail "$1: expected '$2', got '$got' (log $BOOT_LOG)"
-	echo "ok: $1=$got"
-}
-console_has() { tr -d '\r' <"$BOOT_LOG" | grep -qF -- "$1"; }
 report() {
 	tr -d '\r' <"$BOOT_LOG" | grep -E '^WB: (uptime|times_|service_log|fsck_log|boot_log)' | sed 's/^/  /'
 	console_has "WB: watchdog=fired" && fail "the guest's watchdog fired (log $BOOT_LOG)"

@@ -64,20 +64,8 @@ boot_limit=$((${WBKIT_INITRAMFS_BOOT_TIMEOUT:-300} * VM_TIMEOUT_SCALE))
 watchdog_margin=30
 fs_uuid=6b1f2c1e-7a55-4c3e-9d0b-77a1ce0f0a27
 
-started=$SECONDS
-step_started=$SECONDS
-declare -a timings=()
-step() {
-	local now=$SECONDS
-	[ -z "${step_name:-}" ] || timings+=("$(printf '%4ds  %s' $((now - step_started)) "$step_name")")
-	step_name=$*
-	step_started=$now
-	printf '\n== %s\n' "$*"
-}
-fail() {
-	printf 'initramfs-test: FAIL: %s\n' "$*" >&2
-	exit 1
-}
+test_tag=initramfs-test
+source "$here/qemu-boot.inc"
 in_chroot() { chroot "$chroot_dir" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (chroot)"
@@ -217,74 +205,17 @@ mkfs.ext4 -q -F -L wbroot -U "$fs_uuid" -d "$tree" "$work/backing.img"
 truncate -s 32M "$work/cache.img"
 
 # boot <name> <extra kernel arguments> <with cache: yes|no>: boots the root's
-# kernel and initramfs, the console in $logs/<name>.log (BOOT_LOG); returns
-# qemu's status, 124 on the time limit.
-monitor() {
-	/usr/bin/python3 - "$1" "$2" <<'PY'
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.settimeout(2)
-try:
-    s.recv(4096)
-except OSError:
-    pass
-s.sendall((sys.argv[2] + "\n").encode())
-time.sleep(0.5)
-PY
-}
+# kernel and initramfs (qemu_boot).
 boot() {
-	local name=$1 args=$2 with_cache=$3 sock=$work/monitor.sock pid rc=0 t0=$SECONDS dumped=
-	BOOT_LOG=$logs/$name.log
-	rm -f "$sock"
 	local drives=(-drive "file=$work/backing.img,format=raw,if=none,id=backing,cache=none"
 		-device "virtio-blk-pci,drive=backing,serial=wbbacking")
-	if [ "$with_cache" = yes ]; then
+	if [ "$3" = yes ]; then
 		drives+=(-drive "file=$work/cache.img,format=raw,if=none,id=cache,cache=none"
 			-device "virtio-blk-pci,drive=cache,serial=wbcache")
 	fi
-	qemu-system-x86_64 -accel tcg -cpu max -m 1024 -smp 2 -nographic -no-reboot -net none -rtc base=utc \
-		-monitor "unix:$sock,server=on,wait=off" -kernel "$kernel" -initrd "$initrd" \
-		-append "console=ttyS0 no_timer_check sysrq_always_enabled panic=-1 $args" \
-		"${drives[@]}" </dev/null >"$BOOT_LOG" 2>&1 &
-	pid=$!
-	while kill -0 "$pid" 2>/dev/null; do
-		if [ -z "$dumped" ] && [ $((SECONDS - t0)) -ge $((boot_limit - watchdog_margin)) ]; then
-			echo "initramfs-test: $name still runs after $((SECONDS - t0)) s: sysrq w and t into $BOOT_LOG" >&2
-			monitor "$sock" "sendkey alt-sysrq-w" || true
-			sleep 2
-			monitor "$sock" "sendkey alt-sysrq-t" || true
-			dumped=y
-		fi
-		if [ $((SECONDS - t0)) -ge "$boot_limit" ]; then
-			kill "$pid" 2>/dev/null || true
-			wait "$pid" 2>/dev/null || true
-			BOOT_SECONDS=$((SECONDS - t0))
-			echo "initramfs-test: $name: time limit ${boot_limit}s reached, log $BOOT_LOG" >&2
-			tr -d '\r' <"$BOOT_LOG" | grep -E 'task:|writeboost|Begin|ALERT' | tail -n 40 >&2 || true
-			return 124
-		fi
-		sleep 1
-	done
-	wait "$pid" || rc=$?
-	BOOT_SECONDS=$((SECONDS - t0))
-	echo "$name: qemu exited $rc after ${BOOT_SECONDS}s (log $BOOT_LOG)"
-	if [ -n "$dumped" ]; then
-		# As tests/vm/lib.sh: a boot the watchdog dumped is a timeout, even
-		# if it made it in the last seconds.
-		echo "initramfs-test: $name: finished after the watchdog fired; the dump is in $BOOT_LOG" >&2
-		return 124
-	fi
-	return $rc
+	qemu_boot "$1" "console=ttyS0 no_timer_check sysrq_always_enabled panic=-1 $2" \
+		'task:|writeboost|Begin|ALERT' "${drives[@]}"
 }
-result() { tr -d '\r' <"$BOOT_LOG" | sed -n "s/^WB: $1=//p" | tail -n 1; }
-expect() {
-	local got
-	got=$(result "$1")
-	[ "$got" = "$2" ] || fail "$1: expected '$2', got '$got' (log $BOOT_LOG)"
-	echo "ok: $1=$got"
-}
-console_has() { tr -d '\r' <"$BOOT_LOG" | grep -qF -- "$1"; }
 check_root_on_cache() {
 	local table
 	console_has "WB: init=running" || fail "the init did not run (log $BOOT_LOG)"
