@@ -88,6 +88,63 @@ wb_report_stall() {
 	wb_report "${1}_stall_ms" "$ms"
 }
 
+# wb_busy_ext4_start <tag>: on ext4 mounted at /mnt (over /dev/mapper/wb),
+# a 4 MiB file whose digest is kept (WB_STATIC_SUM), and fio in the
+# background until stopped (WB_FIO_PID): every block it writes is read back
+# and checked (verify_backlog), fsync every 8 writes, O_DIRECT. Stopped by
+# SIGINT it saves its verify state (in /tmp/fio-<tag>) for the read phase.
+wb_busy_ext4_start() {
+	$DD if=/dev/urandom of=/mnt/static bs=1M count=4 conv=fsync 2>/dev/null || wb_fail "$1: static file"
+	WB_STATIC_SUM=$($SHA256SUM </mnt/static)
+	mkdir -p /tmp/fio-$1
+	WB_FIO_JOB="--name=v --directory=/mnt --nrfiles=4 --filesize=6M --rw=randwrite --bs=4k --ioengine=psync
+		--direct=1 --fsync=8 --verify=crc32c --verify_fatal=1 --aux-path=/tmp/fio-$1"
+	# shellcheck disable=SC2086 # the job's words
+	$FIO $WB_FIO_JOB --verify_backlog=64 --time_based --runtime=600 >/tmp/fio.$1 2>&1 &
+	WB_FIO_PID=$!
+}
+
+# wb_busy_ext4_finish <tag>: stops fio and reports <tag>_fio_rc, _fio_err,
+# _fio_slowest and _static; remounts and has fio read back and check every
+# block it wrote (_verify_rc, _verify_err); unmounts and reports
+# `e2fsck -fn` (_fsck_rc). The device stays.
+wb_busy_ext4_finish() {
+	tag=$1
+	# fio exits 128 when a signal ends it ("terminating on signal"); any
+	# verify error would show as err= nonzero and exit 1.
+	kill -INT $WB_FIO_PID
+	fio_rc=0
+	wait $WB_FIO_PID || fio_rc=$?
+	sed "s/^/$tag fio: /" /tmp/fio.$tag
+	if [ "$fio_rc" = 128 ] && grep -q "terminating on signal" /tmp/fio.$tag; then
+		fio_rc=0
+	fi
+	wb_report "${tag}_fio_rc" "$fio_rc"
+	# The workload's own view of the stalls: the slowest bucket of fio's
+	# latency histogram over the whole run (every I/O, the verify reads
+	# among them: one of them is the one a suspend held, iodepth 1), e.g.
+	# "msec 2000=0.01%": 0.01% of the I/Os took 1 to 2 s.
+	wb_report "${tag}_fio_slowest" "$(grep -E '^ +lat \((usec|msec)\) +:' /tmp/fio.$tag | tail -n 1 |
+		sed 's/^ *lat (\([a-z]*\)) *: */\1 /; s/.*\(msec\|usec\) .*, */\1 /')"
+	wb_report "${tag}_fio_err" "$(sed -n 's/.*err= *\([0-9-]*\).*/\1/p' /tmp/fio.$tag | head -n 1)"
+	[ "$($SHA256SUM </mnt/static)" = "$WB_STATIC_SUM" ] || wb_fail "$tag: the static file changed"
+	wb_report "${tag}_static" ok
+
+	umount /mnt || wb_fail "$tag: umount failed"
+	mount -t ext4 -o noinit_itable /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
+	verify_rc=0
+	# shellcheck disable=SC2086 # the job's words
+	$FIO $WB_FIO_JOB --verify_only --verify_state_load=1 >/tmp/fio-verify.$tag 2>&1 || verify_rc=$?
+	sed "s/^/$tag fio verify: /" /tmp/fio-verify.$tag | grep -E "err=|verify|error|READ:" | head -n 20
+	wb_report "${tag}_verify_rc" "$verify_rc"
+	wb_report "${tag}_verify_err" "$(sed -n 's/.*err= *\([0-9-]*\).*/\1/p' /tmp/fio-verify.$tag | head -n 1)"
+	umount /mnt || wb_fail "$tag: umount failed"
+	/sbin/e2fsck -fn /dev/mapper/wb >/tmp/fsck.$tag 2>&1
+	fsck_rc=$?
+	sed "s/^/$tag fsck: /" /tmp/fsck.$tag | tail -n 3
+	wb_report "${tag}_fsck_rc" "$fsck_rc"
+}
+
 # wb_status_field <n> [device]: field n of the status after dmsetup's
 # "start length target" prefix (1: cursor_pos, 7: nr_dirty_caches, ...).
 wb_status_field() {

@@ -60,17 +60,8 @@ run_module() {
 	/sbin/mkfs.ext4 -q -F -b 4096 -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 /dev/mapper/wb ||
 		wb_fail "$tag: mkfs.ext4 failed"
 	mount -t ext4 -o noinit_itable /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
-	$DD if=/dev/urandom of=/mnt/static bs=1M count=4 conv=fsync 2>/dev/null || wb_fail "$tag: static file"
-	sum=$($SHA256SUM </mnt/static)
-
-	# Runs until stopped: every block it writes is read back and checked
-	# (verify_backlog), fsync every 8 writes, O_DIRECT. Stopped by SIGINT
-	# it saves its verify state (in /tmp/fio-$tag), for the read phase.
-	mkdir -p /tmp/fio-$tag
-	JOB="--name=v --directory=/mnt --nrfiles=4 --filesize=6M --rw=randwrite --bs=4k --ioengine=psync
-		--direct=1 --fsync=8 --verify=crc32c --verify_fatal=1 --aux-path=/tmp/fio-$tag"
-	$FIO $JOB --verify_backlog=64 --time_based --runtime=600 >/tmp/fio.$tag 2>&1 &
-	fio_pid=$!
+	wb_busy_ext4_start $tag
+	fio_pid=$WB_FIO_PID
 	sleep 6
 
 	$WBCTL detach wb >/tmp/detach.$tag 2>&1 || { cat /tmp/detach.$tag; wb_fail "$tag: wbctl detach failed"; }
@@ -95,40 +86,7 @@ run_module() {
 	kill -0 $fio_pid 2>/dev/null || { cat /tmp/fio.$tag; wb_fail "$tag: fio stopped during flush"; }
 	sleep 2
 
-	# fio exits 128 when a signal ends it ("terminating on signal"); any
-	# verify error would show as err= nonzero and exit 1.
-	kill -INT $fio_pid
-	fio_rc=0
-	wait $fio_pid || fio_rc=$?
-	sed "s/^/$tag fio: /" /tmp/fio.$tag
-	if [ "$fio_rc" = 128 ] && grep -q "terminating on signal" /tmp/fio.$tag; then
-		fio_rc=0
-	fi
-	wb_report "${tag}_fio_rc" "$fio_rc"
-	# The workload's own view of the stalls: the slowest bucket of fio's
-	# latency histogram over the whole run (every I/O, the verify reads
-	# among them: one of them is the one a suspend held, iodepth 1), e.g.
-	# "msec 2000=0.01%": 0.01% of the I/Os took 1 to 2 s.
-	wb_report "${tag}_fio_slowest" "$(grep -E '^ +lat \((usec|msec)\) +:' /tmp/fio.$tag | tail -n 1 |
-		sed 's/^ *lat (\([a-z]*\)) *: */\1 /; s/.*\(msec\|usec\) .*, */\1 /')"
-	wb_report "${tag}_fio_err" "$(sed -n 's/.*err= *\([0-9-]*\).*/\1/p' /tmp/fio.$tag | head -n 1)"
-	[ "$($SHA256SUM </mnt/static)" = "$sum" ] || wb_fail "$tag: the static file changed"
-	wb_report "${tag}_static" ok
-
-	# The read phase, after a remount: every block of the files read back
-	# and checked against the state the writer saved.
-	umount /mnt || wb_fail "$tag: umount failed"
-	mount -t ext4 -o noinit_itable /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
-	verify_rc=0
-	$FIO $JOB --verify_only --verify_state_load=1 >/tmp/fio-verify.$tag 2>&1 || verify_rc=$?
-	sed "s/^/$tag fio verify: /" /tmp/fio-verify.$tag | grep -E "err=|verify|error|READ:" | head -n 20
-	wb_report "${tag}_verify_rc" "$verify_rc"
-	wb_report "${tag}_verify_err" "$(sed -n 's/.*err= *\([0-9-]*\).*/\1/p' /tmp/fio-verify.$tag | head -n 1)"
-	umount /mnt || wb_fail "$tag: umount failed"
-	/sbin/e2fsck -fn /dev/mapper/wb >/tmp/fsck.$tag 2>&1
-	fsck_rc=$?
-	sed "s/^/$tag fsck: /" /tmp/fsck.$tag | tail -n 3
-	wb_report "${tag}_fsck_rc" "$fsck_rc"
+	wb_busy_ext4_finish $tag
 	$DMSETUP remove wb || wb_fail "$tag: dmsetup remove failed"
 
 	# The cache holds the log since attach: create again replays it.
