@@ -442,6 +442,18 @@ std::string block_device_path(const std::string& devno, const std::string& sysfs
 
 namespace {
 
+// The device number (major:minor) of the block device at path; `role`
+// ("cache", "backing") names it in the errors.
+std::string block_device_number(const std::string& path, const std::string& role)
+{
+	struct stat st {};
+	if (::stat(path.c_str(), &st) != 0)
+		throw IoError("cannot find the " + role + " device", path, errno);
+	if (!S_ISBLK(st.st_mode))
+		throw RefusedError(fmt::format("{}: not a block device: the {} device must be one", path, role));
+	return fmt::format("{}:{}", major(st.st_rdev), minor(st.st_rdev));
+}
+
 // The cache device's checks common to attach and create: a block device,
 // none of not_devnos, free (an exclusive open), large enough; what its
 // first blocks hold. The device stays open (read-only, exclusive) for a
@@ -449,12 +461,7 @@ namespace {
 std::unique_ptr<Device> open_cache_candidate(const std::string& path, const std::vector<std::string>& not_devnos,
 					     CacheCheck& check)
 {
-	struct stat st {};
-	if (::stat(path.c_str(), &st) != 0)
-		throw IoError("cannot find the cache device", path, errno);
-	if (!S_ISBLK(st.st_mode))
-		throw RefusedError(path + ": not a block device: a cache must be one");
-	check.devno = fmt::format("{}:{}", major(st.st_rdev), minor(st.st_rdev));
+	check.devno = block_device_number(path, "cache");
 	for (const std::string& other : not_devnos)
 		if (other == check.devno)
 			throw RefusedError(fmt::format("{} ({}) is the backing device or the device itself", path,
@@ -505,12 +512,7 @@ CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::
 CreateCheck prepare_create_devices(const std::string& backing, const std::optional<std::string>& cache, bool force)
 {
 	CreateCheck check;
-	struct stat st {};
-	if (::stat(backing.c_str(), &st) != 0)
-		throw IoError("cannot find the backing device", backing, errno);
-	if (!S_ISBLK(st.st_mode))
-		throw RefusedError(backing + ": not a block device: the backing device must be one");
-	check.backing_devno = fmt::format("{}:{}", major(st.st_rdev), minor(st.st_rdev));
+	check.backing_devno = block_device_number(backing, "backing");
 	{
 		// Exclusive: a mounted file system or a target holding it would
 		// be written behind the cache's back.
