@@ -182,7 +182,15 @@ steady_row() {
 			--direct=1 --ioengine=libaio --iodepth=16 --randseed=1 --runtime="$FIO_TIME" \
 			--output-format=terse >/dev/null 2>/tmp/fio.err || { cat /tmp/fio.err; wb_fail "fill on $1 failed"; }
 		fio_terse --name=steady --filename=$DEV --rw=randwrite --bs=4k --size=$size \
-			--io_size=$((CACHE_MB * STEADY_WRAPS))M --ioengine=libaio --iodepth=16 --randseed=2 --runtime="$FIO_TIME"
+			--io_size=$((CACHE_MB * STEADY_WRAPS))M --ioengine=libaio --iodepth=16 --randseed=2 --runtime="$FIO_TIME" \
+			--write_lat_log=/tmp/steadylat --log_avg_msec=0
+		# The longest waits and when they came (ms into the run: us), which
+		# tell one long stall from many short ones.
+		for f in /tmp/steadylat_lat*.log; do
+			wb_report "r$r.$1.steadyworst" "$(sort -t, -k2 -n -r "$f" | head -8 |
+				awk -F, '{ printf "%s%d:%d", NR > 1 ? " " : "", $1, $2 / 1000 }')"
+			rm -f "$f"
+		done
 		;;
 	esac
 	wb_report "r$r.$1.steady" "$(terse 49)"

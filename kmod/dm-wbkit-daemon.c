@@ -17,18 +17,48 @@
 /* Writeback */
 
 /*
- * Whether someone waits for writeback: drop_caches, or the ring needing the
- * slot of the next segment to open (it still holds a segment not written
- * back), which writers wait for.
+ * Free slots of the ring from the next segment to open on (the open one's
+ * slot was free when it opened, so this cannot underflow).
+ */
+static u64 wb_free_slots(struct wb_device *wb)
+{
+	struct wb_segment *cur = READ_ONCE(wb->cur);
+	u64 next = cur ? cur->id + 1 : READ_ONCE(wb->last_sealed_id) + 1;
+	u64 end = READ_ONCE(wb->last_writeback_id) + wb->nr_segments;
+
+	return end + 1 > next ? end + 1 - next : 0;
+}
+
+/*
+ * Free slots below which writeback starts before anyone waits: a batch
+ * (nr_max_batched_writeback segments), at most a quarter of the ring. Small
+ * segments (a commit each: O_DSYNC and fsync writers) use a slot apiece,
+ * so the ring fills after as many commits; waiting until it is full would
+ * make each such writer wait for a whole batch, while starting a batch
+ * earlier lets it go on in the slots still free (writeback then runs
+ * beside the writes instead of between them). Full segments leave the
+ * ring full all the time under load, where this changes nothing.
+ */
+static u64 wb_low_slots(struct wb_device *wb)
+{
+	return min_t(u64, READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]),
+		     max_t(u64, wb->nr_segments / 4, 1));
+}
+
+/* Fewer free slots than wb_low_slots: writeback runs, new segments are paced. */
+bool wb_ring_short(struct wb_device *wb)
+{
+	return wb_free_slots(wb) < wb_low_slots(wb);
+}
+
+/*
+ * Whether someone waits for writeback, or soon will: drop_caches, or a
+ * short ring (writers wait once the slot of the next segment to open still
+ * holds a segment not written back).
  */
 static bool wb_writeback_urgent(struct wb_device *wb)
 {
-	u64 lw = READ_ONCE(wb->last_writeback_id);
-	u64 next = READ_ONCE(wb->last_sealed_id) + 1;
-
-	return atomic_read(&wb->drop_caches) ||
-	       (!READ_ONCE(wb->cur) &&
-		wb_previous_lap_id(next, wb->nr_segments) > lw);
+	return atomic_read(&wb->drop_caches) || wb_ring_short(wb);
 }
 
 /*
@@ -77,22 +107,51 @@ void wb_update_writeback_allowed(struct wb_device *wb, unsigned long *ticks,
 /*
  * Segments in the next batch, as dm-writeboost computes it: at most
  * nr_max_batched_writeback and the flushed segments not written back, and
- * at most one more than the ring's free slots. While foreground writes keep
- * the ring full that is 1: a writer waiting for a slot gets it after one
- * segment, and writeback does not hold the backing device for a whole
- * batch. As slots come free (idle, drop_caches, threshold) the batch
- * doubles up to nr_max_batched_writeback. Called with wb->lock held.
+ * at most one more than the ring's free slots, or as many as hold one
+ * segment's worth of blocks (WB_BLOCKS_PER_SEGMENT) if that is more. While
+ * foreground writes of full segments keep the ring full that is 1: a
+ * writer waiting for a slot gets it after one segment, and writeback does
+ * not hold the backing device for a whole batch. Small segments (one per
+ * commit) go together up to a full segment's blocks: their writes are
+ * sorted and queued together, where one segment of one block at a time
+ * writes back at the disk's queue-depth-1 rate. As slots come free (idle,
+ * drop_caches, threshold) the batch doubles up to nr_max_batched_writeback.
+ * Called with wb->lock held.
  */
 static unsigned int wb_batch_size(struct wb_device *wb)
 {
 	u64 lw = wb->last_writeback_id;
 	u64 open_id = wb->cur ? wb->cur->id : wb->last_sealed_id;
 	u64 n = wb->last_flushed_id - lw;
+	/* The open segment's slot was free when it opened: no underflow. */
+	u64 room = lw + wb->nr_segments - open_id + 1;
+	unsigned int blocks = 0;
+	u64 k;
 
 	n = min_t(u64, n, READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
-	/* The open segment's slot was free when it opened: no underflow. */
-	n = min_t(u64, n, lw + wb->nr_segments - open_id + 1);
-	return (unsigned int)min_t(u64, n, WB_MAX_BATCH);
+	n = min_t(u64, n, WB_MAX_BATCH);
+	for (k = 0; k < n; k++) {
+		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + k);
+		unsigned int len = seg->id == lw + 1 + k ? seg->length : 0;
+
+		if (k >= room && blocks + len > WB_BLOCKS_PER_SEGMENT)
+			break;
+		blocks += len;
+	}
+	return (unsigned int)k;
+}
+
+/*
+ * A moving average of writeback's time per segment over the last few
+ * batches, which wb_pace_open opens new segments at while the ring is
+ * short. Called with wb->lock held.
+ */
+static void wb_note_writeback_time(struct wb_device *wb, u64 ns, unsigned int n)
+{
+	u64 per_seg = div_u64(ns, n);
+
+	wb->writeback_ns_per_seg = wb->writeback_ns_per_seg ?
+		(3 * wb->writeback_ns_per_seg + per_seg) / 4 : per_seg;
 }
 
 static int wb_entry_cmp(const void *a, const void *b)
@@ -119,6 +178,16 @@ static_assert(WB_BLOCKS_PER_SEGMENT <= WB_BLOCKS_PER_BUF,
 	      "a segment's blocks written ahead must fit one batch buffer");
 static_assert(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT <= U16_MAX + 1,
 	      "wb_writeback_entry.ahead_idx must index every block written ahead");
+
+/*
+ * Blocks written ahead with a batch of nr blocks: at most as many again.
+ * Writers that wait for a slot wait for the whole batch, ahead blocks
+ * included; over a region a few times the cache nearly every block of the
+ * window lies within WB_AHEAD_SECTORS of one of the batch, and without a
+ * bound a one-segment batch took the window's 31 segments with it (about
+ * 4,000 blocks, a two-second wait).
+ */
+#define WB_AHEAD_BUDGET(nr)	(nr)
 
 /* Whether a batch entry (sorted by sector, nr of them) lies near sector. */
 static bool wb_near_batch(const struct wb_writeback_entry *e, unsigned int nr,
@@ -153,7 +222,9 @@ static bool wb_near_batch(const struct wb_writeback_entry *e, unsigned int nr,
  * device (a newer copy of the same block from a later segment wins again).
  * Every dirty copy of a chosen block in the window goes into the list, so
  * that only the newest is written (wb_entry_cmp) and none is written back
- * later over it. The window holds at most WB_MAX_BATCH - n segments of
+ * later over it; the window is scanned in log order and the scan ends at
+ * WB_AHEAD_BUDGET, so a newer copy is never chosen without the older ones.
+ * The window holds at most WB_MAX_BATCH - n segments of
  * WB_BLOCKS_PER_SEGMENT blocks, so their data fits the batch buffers the
  * batch leaves unused (WB_BLOCKS_PER_BUF each). Appends to
  * wb->writeback_entries after the batch's nr (sorted) entries and returns
@@ -165,13 +236,14 @@ static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 	struct wb_writeback_entry *entries = wb->writeback_entries;
 	unsigned int window = min_t(unsigned int, WB_MAX_BATCH,
 		READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
+	unsigned int budget = WB_AHEAD_BUDGET(nr);
 	unsigned int nr_ahead = 0, b, j;
 	u64 last;
 
 	if (!nr || n >= window)
 		return 0;
 	last = min_t(u64, lw + window, READ_ONCE(wb->last_durable_id));
-	for (b = n; lw + 1 + b <= last; b++) {
+	for (b = n; lw + 1 + b <= last && nr_ahead < budget; b++) {
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + b);
 
 		spin_lock(&wb->lock);
@@ -179,7 +251,7 @@ static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 			spin_unlock(&wb->lock);
 			break;
 		}
-		for (j = 0; j < seg->length; j++) {
+		for (j = 0; j < seg->length && nr_ahead < budget; j++) {
 			struct wb_metablock *mb = &seg->mb[j];
 
 			if (!mb->dirty || mb->obsolete ||
@@ -337,7 +409,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	struct wb_aio aio;
 	struct blk_plug plug;
 	blk_opf_t write_opf = REQ_OP_WRITE;
-	u64 lw;
+	u64 lw, start_ns = ktime_get_ns();
 	int err;
 
 	/*
@@ -502,6 +574,7 @@ written:
 			wb_mark_clean(wb, wb_entry_mb(wb, lw, e));
 	}
 	WRITE_ONCE(wb->last_writeback_id, lw + n);
+	wb_note_writeback_time(wb, ktime_get_ns() - start_ns, n);
 	spin_unlock(&wb->lock);
 	wake_up_all(&wb->wait);
 }

@@ -20,6 +20,47 @@ static bool wb_slot_free(struct wb_device *wb, u64 id)
 }
 
 /*
+ * Longest pause before a segment opens. Past it writers may run into the
+ * full ring and wait for a whole batch, as they would without pacing.
+ */
+#define WB_PACE_MAX_NS	(200 * NSEC_PER_MSEC)
+
+/*
+ * While the ring is short of free slots (wb_ring_short), new segments open
+ * at the pace writeback frees slots (its recent time per segment): without
+ * it writers fill the free slots at the cache device's speed and then all
+ * wait for the batch in progress at once, a whole batch's time (about a
+ * second over a hard disk, for the large batches that make writeback
+ * fast), where paced each waits about one segment's share. With free
+ * slots to spare nothing waits. Returns whether it dropped wb->lock to
+ * wait. Called with wb->lock held.
+ */
+static bool wb_pace_open(struct wb_device *wb)
+{
+	u64 now = ktime_get_ns();
+	u64 at = wb->next_open_ns;
+	u64 pace = min_t(u64, wb->writeback_ns_per_seg, WB_PACE_MAX_NS);
+
+	if (!wb_ring_short(wb)) {
+		wb->next_open_ns = now;
+		return false;
+	}
+	/* The daemon may sleep for up to a second before it looks again. */
+	if (wq_has_sleeper(&wb->writeback_wait))
+		wake_up(&wb->writeback_wait);
+	if (at > now) {
+		spin_unlock(&wb->lock);
+		wait_event_hrtimeout(wb->wait, wb_dead(wb),
+				     ns_to_ktime(min_t(u64, at - now, pace)));
+		spin_lock(&wb->lock);
+		return true;
+	}
+	/* Late by less than a pause: the next one is due sooner. */
+	wb->next_open_ns = max(at, now - min(now, pace)) + pace;
+	return false;
+}
+
+/*
  * Makes sure there is an open segment (it may be full: the caller seals a
  * full one when it needs a new block and calls again). Called with wb->lock
  * held; drops it while waiting for a RAM buffer or for the writeback of the
@@ -43,6 +84,8 @@ int wb_get_cur(struct wb_device *wb)
 			spin_lock(&wb->lock);
 			continue;
 		}
+		if (wb_pace_open(wb))
+			continue;
 		if (wb->nr_seg_bufs == WB_NR_RAMBUF) {
 			spin_unlock(&wb->lock);
 			wb_wait_io(wb->wait, READ_ONCE(wb->nr_seg_bufs) <

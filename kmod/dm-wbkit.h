@@ -378,6 +378,13 @@ struct wb_device {
 	struct wb_writeback_entry *writeback_entries;
 	atomic_t drop_caches;
 	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
+	/*
+	 * Writeback's recent time per segment (ns, under wb->lock), and when
+	 * the next segment may open while the ring is short of free slots
+	 * (wb_pace_open).
+	 */
+	u64 writeback_ns_per_seg;
+	u64 next_open_ns;
 	/* Background writeback allowed (wb_update_writeback_allowed). */
 	bool writeback_allowed;
 
@@ -495,6 +502,7 @@ void wb_writeback_batch(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);
+bool wb_ring_short(struct wb_device *wb);
 void wb_update_writeback_allowed(struct wb_device *wb, unsigned long *ticks,
 				 unsigned long *at);
 
