@@ -184,11 +184,14 @@ steady_row() {
 		fio_terse --name=steady --filename=$DEV --rw=randwrite --bs=4k --size=$size \
 			--io_size=$((CACHE_MB * STEADY_WRAPS))M --ioengine=libaio --iodepth=16 --randseed=2 --runtime="$FIO_TIME" \
 			--write_lat_log=/tmp/steadylat --log_avg_msec=0
-		# The longest waits and when they came (ms into the run: us), which
-		# tell one long stall from many short ones.
+		# The three longest stalls and when they came (ms into the run:
+		# longest wait in us; waits within 300 ms of a longer one are the
+		# same stall), which tell one long stall from many short ones.
 		for f in /tmp/steadylat_lat*.log; do
-			wb_report "r$r.$1.steadyworst" "$(sort -t, -k2 -n -r "$f" | head -8 |
-				awk -F, '{ printf "%s%d:%d", NR > 1 ? " " : "", $1, $2 / 1000 }')"
+			wb_report "r$r.$1.steadyworst" "$(sort -t, -k2 -n -r "$f" | awk -F, '{
+				for (i = 1; i <= n; i++) if ($1 - t[i] < 300 && t[i] - $1 < 300) next
+				t[++n] = $1; printf "%s%d:%d", (n > 1 ? " " : ""), $1, $2 / 1000
+				if (n == 3) exit }')"
 			rm -f "$f"
 		done
 		;;
@@ -375,6 +378,11 @@ report=$work/report.md
 	echo "steady: 1 + $steady_wraps caches' worth over 4x the cache, QD16; drain: $dirty dirty; untar: $UNTAR_WHAT."
 	echo
 	vm_results | awk -v rounds="$rounds" -v rows="$rows" -v peers="$peers" -f "$here/medians.awk" -f <(cat <<'AWK'
+	/^r[0-9]+\.[a-z0-9-]+\.steadyworst=/ {
+		split($0, kv, "="); split(kv[1], k, ".")
+		worst[k[2]] = kv[2]
+		next
+	}
 	/^r[0-9]+\.[a-z0-9-]+\.drain_start_state=/ {
 		split($0, kv, "="); split(kv[1], k, ".")
 		held[k[2]] = substr($0, index($0, "=") + 1)
@@ -421,6 +429,18 @@ report=$work/report.md
 				row("steady state: write latency p99", "ms", "steadyp99", 1000, "%.1f", 1)
 				row("steady state: write latency p99.9", "ms", "steadyp999", 1000, "%.1f", 1)
 				row("steady state: write latency max", "ms", "steadymax", 1000, "%.1f", 1)
+				# One long stall or many short ones: the three longest.
+				line = "| steady state: the 3 longest stalls, ms at s into the run (last round) | "
+				for (j = 1; j <= nt; j++) {
+					cellw = ""
+					m = split(worst[tl[j]], w, " ")
+					for (q = 1; q <= m && q <= 3; q++) {
+						split(w[q], tw, ":")
+						cellw = cellw (q > 1 ? ", " : "") sprintf("%.0f at %.1f", tw[2] / 1000, tw[1] / 1000)
+					}
+					line = line " | " cellw
+				}
+				print line " |"
 			}
 			if (r == "fsync") {
 				row("4 KiB write + fdatasync QD1", "writes/s", "fsync", 1, "%.0f", 1)

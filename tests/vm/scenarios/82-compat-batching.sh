@@ -4,8 +4,11 @@
 # each on a 66-segment cache with writeback_threshold 0 and
 # nr_max_batched_writeback 4:
 # - fresh: 0 (no batch yet);
-# - foreground writes of three times the cache: the ring is full and every
-#   writer waits for one slot, so batches shrink to 1;
+# - foreground writes of three times the cache: upstream's ring is full and
+#   every writer waits for one slot, so its batches shrink to 1; dm-wbkit
+#   starts writing back while fewer than nr_max_batched_writeback slots are
+#   free and paces the writers there, so its batch is those slots + 1 (2 to
+#   4; measured 4);
 # - idle, drop_caches: as slots come free the batch grows back to 4 (the
 #   status is polled while drop_caches runs; the largest value seen is 4).
 #   Upstream recounts its free slots once a second (its modulator thread):
@@ -13,7 +16,7 @@
 #   whole cache back in that second. The backing device is a dm-delay
 #   device: writes are held 200 ms while drop_caches runs, so the
 #   writeback lasts seconds on both modules;
-# - foreground writes again: back to 1;
+# - foreground writes again: back to 1 (dm-wbkit: 2 to 4);
 # - then writeback_threshold 100 by message, no more writes: background
 #   writeback (allowed while the backing device was busy less than 100 %
 #   of the last second) empties the ring, and as slots come free the batch
@@ -135,10 +138,23 @@ for m in $([ "$with_upstream" = 1 ] && echo upstream) wbkit; do
 	echo "$m: fresh $(vm_result "fresh_$m"), under writes $(vm_result "pressure_$m"), idle drop_caches saw $(vm_result "idle_seen_$m") (max $(vm_result "idle_max_$m")), writes again $(vm_result "again_$m"), background writeback saw $(vm_result "background_seen_$m") (segments left $(vm_result "background_left_$m") after $(vm_result "background_seconds_$m") s)"
 	wbkit_expect "segments_$m" 66 || fail=1
 	wbkit_expect "fresh_$m" 0 || fail=1
-	wbkit_expect "pressure_$m" 1 || fail=1
+	if [ "$m" = upstream ]; then
+		wbkit_expect "pressure_$m" 1 || fail=1
+		wbkit_expect "again_$m" 1 || fail=1
+	else
+		# dm-wbkit starts writing back while the ring still has free
+		# slots (fewer than nr_max_batched_writeback) and paces the
+		# writers, so under writes its batch is those slots + 1.
+		for k in pressure again; do
+			v=$(vm_result "${k}_$m")
+			if ! { [ "$v" -ge 2 ] && [ "$v" -le 4 ]; } 2>/dev/null; then
+				echo "expected ${k}_$m in 2..4 (writeback begun with slots free), got '$v'"
+				fail=1
+			fi
+		done
+	fi
 	wbkit_expect "idle_max_$m" 4 || fail=1
 	wbkit_expect "idle_dirty_$m" 0 || fail=1
-	wbkit_expect "again_$m" 1 || fail=1
 	wbkit_expect "background_max_$m" 4 || fail=1
 	wbkit_expect "background_left_$m" 0 || fail=1
 	echo "$m: 100 writes with fsync: current_id +$(vm_result "fsync_ids_$m"), $(vm_result "fsync_cache_kib_$m") KiB written to the cache device, $(vm_result "fsync_seconds_$m") s"
