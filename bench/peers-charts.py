@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Charts of a bench/vm-peers.sh table (and of a tests/crash/peers.sh table).
 
-Usage: bench/peers-charts.py RESULTS.md OUTDIR [CRASH.md]
+Usage: bench/peers-charts.py [--older EARLIER.md]... RESULTS.md OUTDIR [CRASH.md]
 
 Reads the first table of RESULTS.md (rows by the labels vm-peers.sh
 prints, one column per cache) and writes one PNG per group of rows to
@@ -10,9 +10,13 @@ peers-filesystem.png, and with CRASH.md (a tests/crash/peers.sh report)
 peers-crash.png. Every bar is a median from the table, labelled with its
 value; dm-wbkit's bars are drawn in a colour of their own. A row the table
 lacks is left out of its chart; a group with no row at all writes no file.
-Exit status: 0, or 2 when RESULTS.md holds no vm-peers table.
+With --older, the rows RESULTS.md lacks come from an earlier table of the
+same caches (a run of some rows only, after a change that touched them).
+Exit status: 0, or 2 when RESULTS.md holds no vm-peers table or an earlier
+table has other columns.
 """
 
+import argparse
 import os
 import re
 import sys
@@ -166,22 +170,37 @@ def crash_chart(path, outdir):
 
 
 def main(argv):
-    if len(argv) not in (3, 4):
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        return 2
-    results, outdir = argv[1], argv[2]
-    columns, rows = read_table(results, "row")
+    parser = argparse.ArgumentParser(
+        prog="peers-charts", description=__doc__.strip().splitlines()[0])
+    parser.add_argument("results", metavar="RESULTS.md")
+    parser.add_argument("outdir", metavar="OUTDIR")
+    parser.add_argument("crash", metavar="CRASH.md", nargs="?")
+    parser.add_argument("--older", metavar="RESULTS.md", action="append", default=[],
+                        help="an earlier table with the same columns: the rows RESULTS.md lacks")
+    args = parser.parse_args(argv[1:])
+    columns, rows = read_table(args.results, "row")
     if columns is None or not rows:
-        print(f"peers-charts: error: no vm-peers table in {results}", file=sys.stderr)
+        print(f"peers-charts: error: no vm-peers table in {args.results}", file=sys.stderr)
         return 2
-    os.makedirs(outdir, exist_ok=True)
-    subtitle = f"medians from {os.path.basename(results)} (bench/vm-peers.sh)"
+    subtitle = f"medians from {os.path.basename(args.results)}"
+    for older in args.older:
+        older_columns, older_rows = read_table(older, "row")
+        if older_columns != columns:
+            print(f"peers-charts: error: {older} has other columns than {args.results}",
+                  file=sys.stderr)
+            return 2
+        taken = [label for label in older_rows if label not in rows]
+        rows.update({label: older_rows[label] for label in taken})
+        if taken:
+            subtitle += f", the rows it lacks from {os.path.basename(older)}"
+    subtitle += " (bench/vm-peers.sh)"
+    os.makedirs(args.outdir, exist_ok=True)
     for group in GROUPS:
-        out = group_chart(columns, rows, group, outdir, subtitle)
+        out = group_chart(columns, rows, group, args.outdir, subtitle)
         if out:
             print(out)
-    if len(argv) == 4:
-        out = crash_chart(argv[3], outdir)
+    if args.crash:
+        out = crash_chart(args.crash, args.outdir)
         if out:
             print(out)
     return 0

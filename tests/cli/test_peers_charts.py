@@ -81,6 +81,24 @@ def test_a_table_without_a_group_writes_no_chart_for_it(tmp_path):
     assert (out / "peers-writes.png").exists()
 
 
+def test_rows_a_partial_run_lacks_come_from_an_older_table(tmp_path):
+    lines = VALIDATION.read_text().splitlines()
+    partial = tmp_path / "partial.md"
+    partial.write_text("\n".join(line for line in lines
+                                 if not line.startswith(("| read hits", "| cold reads"))) + "\n")
+    done = run("--older", VALIDATION, partial, tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "peers-reads.png").exists()
+    # Another set of caches cannot fill the gaps: its columns differ.
+    other = tmp_path / "other.md"
+    other.write_text("\n".join(line.rsplit("|", 2)[0] + "|" if line.startswith("|") else line
+                               for line in lines) + "\n")
+    done = run("--older", other, partial, tmp_path / "out2")
+    assert done.returncode == 2
+    assert "has other columns" in done.stderr
+    assert not (tmp_path / "out2").exists()
+
+
 def test_a_file_without_a_table_is_refused(tmp_path):
     empty = tmp_path / "notes.md"
     empty.write_text("# vm-peers\n\nno table here\n")
