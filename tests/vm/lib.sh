@@ -437,7 +437,7 @@ vm_run() {
 		# int3 oops in enqueue_timer 2 s into the boot, text patching).
 		# Booted once more; the first log is kept beside the second.
 		if [ "$attempt" = 1 ] && ! grep -q 'WB: guest_start=' "$VM_LOG" &&
-			tr -d '\r' <"$VM_LOG" | grep -q 'Kernel panic'; then
+			tr -d '\r' <"$VM_LOG" | grep 'Kernel panic' >/dev/null; then
 			cp "$VM_LOG" "$VM_LOG.boot1"
 			vm_log "the kernel panicked before the guest's init ($(tr -d '\r' <"$VM_LOG" | grep -a -m 1 -oE '(Oops|BUG:|Kernel panic).*' | cut -c1-100)); booting once more, first log: $VM_LOG.boot1"
 			continue
@@ -451,7 +451,7 @@ vm_run() {
 		return 125
 	fi
 
-	if [ "$rc" = 124 ] || [ "$rc" = 137 ] || tr -d '\r' <"$VM_LOG" | grep -q 'wbwatchdog: '; then
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ] || tr -d '\r' <"$VM_LOG" | grep 'wbwatchdog: ' >/dev/null; then
 		# The watchdog fired: a timeout, even if the script made it in the
 		# last seconds (its dump would look like a kernel problem).
 		vm_log "timeout after ${limit}s (watchdog: ${VM_WATCHDOG_MARGIN}s before), log: $VM_LOG"
@@ -464,7 +464,11 @@ vm_run() {
 		vm_log "guest did not finish (qemu rc $rc), log: $VM_LOG"
 		return 125
 	fi
-	if tr -d '\r' <"$VM_LOG" | grep -Eq "$VM_FAIL_PATTERNS"; then
+	# Not grep -q, here or in any such pipeline: it stops at the first
+	# match, tr dies of SIGPIPE on a log larger than the pipe, and under
+	# pipefail the match reads as a failure (a warning early in a long log
+	# was missed that way, and the watchdog's dump went unseen).
+	if tr -d '\r' <"$VM_LOG" | grep -E "$VM_FAIL_PATTERNS" >/dev/null; then
 		vm_log "kernel reported a problem, log: $VM_LOG"
 		tr -d '\r' <"$VM_LOG" | grep -E -m 5 "$VM_FAIL_PATTERNS" >&2
 		return 125
@@ -481,7 +485,7 @@ vm_run() {
 # blocked (sysrq w), with the first frames of their stacks.
 _vm_watchdog_summary() {
 	local log=${1:-$VM_LOG}
-	if ! tr -d '\r' <"$log" | grep -q 'wbwatchdog: '; then
+	if ! tr -d '\r' <"$log" | grep 'wbwatchdog: ' >/dev/null; then
 		echo "vm: no watchdog dump in the log (VM_WATCHDOG_MARGIN=$VM_WATCHDOG_MARGIN)"
 		return 0
 	fi

@@ -34,7 +34,7 @@ cat "$work/vm_run.err" >&2
 
 failed=0
 check() {
-	if tr -d '\r' <"$VM_LOG" | sed -n "${3:-p}" | grep -Eq "$2"; then
+	if tr -d '\r' <"$VM_LOG" | sed -n "${3:-p}" | grep -E "$2" >/dev/null; then
 		echo "ok: $1"
 	else
 		echo "FAILED: $1 (no /$2/ in $VM_LOG)"
