@@ -378,14 +378,10 @@ report=$work/report.md
 	echo "steady: 1 + $steady_wraps caches' worth over 4x the cache, QD16; drain: $dirty dirty; untar: $UNTAR_WHAT."
 	echo
 	vm_results | awk -v rounds="$rounds" -v rows="$rows" -v peers="$peers" -f "$here/medians.awk" -f <(cat <<'AWK'
-	/^r[0-9]+\.[a-z0-9-]+\.steadyworst=/ {
+	# Text, not a number: the last round's, by key and target.
+	/^r[0-9]+\.[a-z0-9-]+\.(steadyworst|drain_start_state)=/ {
 		split($0, kv, "="); split(kv[1], k, ".")
-		worst[k[2]] = kv[2]
-		next
-	}
-	/^r[0-9]+\.[a-z0-9-]+\.drain_start_state=/ {
-		split($0, kv, "="); split(kv[1], k, ".")
-		held[k[2]] = substr($0, index($0, "=") + 1)
+		held[k[3], k[2]] = substr($0, index($0, "=") + 1)
 		next
 	}
 	/^r[0-9]+\.[a-z0-9-]+\.[a-z0-9]+=/ {
@@ -433,7 +429,7 @@ report=$work/report.md
 				line = "| steady state: the 3 longest stalls, ms at s into the run (last round) | "
 				for (j = 1; j <= nt; j++) {
 					cellw = ""
-					m = split(worst[tl[j]], w, " ")
+					m = split(held["steadyworst", tl[j]], w, " ")
 					for (q = 1; q <= m && q <= 3; q++) {
 						split(w[q], tw, ":")
 						cellw = cellw (q > 1 ? ", " : "") sprintf("%.0f at %.1f", tw[2] / 1000, tw[1] / 1000)
@@ -460,7 +456,7 @@ report=$work/report.md
 				row("draining the dirty set", "s", "drain", 100, "%.2f", 0)
 				row("the hard disk busy meanwhile", "s", "drainbusy", 1000, "%.2f", 0)
 				line = "| dirty when the drain began (last round) | "
-				for (j = 1; j <= nt; j++) line = line " | " ((tl[j] in held) ? held[tl[j]] : "")
+				for (j = 1; j <= nt; j++) line = line " | " ((("drain_start_state", tl[j]) in held) ? held["drain_start_state", tl[j]] : "")
 				print line " |"
 			}
 			if (r == "kmem") {
