@@ -62,8 +62,39 @@ static bool wb_writeback_urgent(struct wb_device *wb)
 }
 
 /*
+ * A segment at the head of the ring with at most this many dirty blocks
+ * is moved forward instead of written back (wb_forward_heads): half a
+ * segment. A segment that moves gathers the small ones around it and
+ * moves again on its next lap while it stays at most half full, so a
+ * block is copied two or three times before a segment of it goes to the
+ * backing device, and that segment is large enough to write back in one
+ * sorted sweep. A quarter left segments of 33 blocks written back a lap
+ * later, about the batches of small segments without the move.
+ */
+#define WB_FORWARD_MAX_BLOCKS	(WB_BLOCKS_PER_SEGMENT / 2)
+/*
+ * Whether the daemon should try wb_forward_heads: the ring is within twice
+ * wb_low_slots of full and its oldest segment is small. Read without the
+ * lock: wb_forward_heads looks again.
+ */
+static bool wb_forward_wanted(struct wb_device *wb)
+{
+	u64 lw = READ_ONCE(wb->last_writeback_id);
+	struct wb_segment *head = wb_seg_of_id(wb, lw + 1);
+
+	if (atomic_read(&wb->drop_caches) ||
+	    test_bit(WB_F_SUSPENDING, &wb->flags) ||
+	    lw >= READ_ONCE(wb->last_flushed_id) ||
+	    wb_free_slots(wb) >= 2 * wb_low_slots(wb))
+		return false;
+	return READ_ONCE(head->id) == lw + 1 &&
+	       READ_ONCE(head->length) <= WB_FORWARD_MAX_BLOCKS;
+}
+
+/*
  * Whether the daemon has work: flushed segments not yet written back, and
- * a reason to write them now: an urgent one (wb_writeback_urgent) or, as
+ * a reason to write them now: an urgent one (wb_writeback_urgent), small
+ * ones to move forward (wb_forward_wanted) or, as
  * in dm-writeboost, a backing device busy less than writeback_threshold
  * percent of the last second (wb_update_writeback_allowed; 0 = never in
  * the background).
@@ -76,7 +107,7 @@ bool wb_should_writeback(struct wb_device *wb)
 
 	if (wb_dead(wb) || lw >= lf)
 		return false;
-	return wb_writeback_urgent(wb) ||
+	return wb_writeback_urgent(wb) || wb_forward_wanted(wb) ||
 	       (thr && READ_ONCE(wb->writeback_allowed));
 }
 
@@ -370,6 +401,35 @@ static void wb_put_batch_bufs_locked(struct wb_device *wb,
 }
 
 /*
+ * Reads the batch's segments that got a pool buffer (wb_get_batch_bufs)
+ * from the cache device, into aio.
+ */
+static void wb_read_batch_segs(struct wb_device *wb, struct wb_aio *aio,
+			       struct wb_segment **segs, const u8 *lens,
+			       unsigned int n)
+{
+	unsigned int b;
+
+	for (b = 0; b < n; b++)
+		if (wb->batch_taken[b])
+			wb_aio_submit(wb, aio, WB_DEV_CACHE, REQ_OP_READ,
+				      wb_data_block_sector(segs[b]->slot, 0),
+				      wb->batch_taken[b], lens[b] * WB_BLOCK_SIZE);
+}
+
+/* After wb_read_batch_segs' reads completed: the CPU sees their data. */
+static void wb_batch_segs_read(struct wb_device *wb, const u8 *lens,
+			       unsigned int n)
+{
+	unsigned int b;
+
+	for (b = 0; b < n; b++)
+		if (wb->batch_taken[b])
+			invalidate_kernel_vmap_range(wb->batch_taken[b],
+						     lens[b] * WB_BLOCK_SIZE);
+}
+
+/*
  * A segment is written back only once it is durable on the cache device:
  * written but not flushed, a power cut can take it from the log after its
  * data reached the backing device, and the superblock record (which names
@@ -483,11 +543,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	do {
 		wb_aio_init(&aio);
 		blk_start_plug(&plug);
-		for (b = 0; b < n; b++)
-			if (wb->batch_taken[b])
-				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
-					      wb_data_block_sector(segs[b]->slot, 0),
-					      wb->batch_taken[b], lens[b] * WB_BLOCK_SIZE);
+		wb_read_batch_segs(wb, &aio, segs, lens, n);
 		for (i = nr; i < nr + nr_ahead; i++) {
 			struct wb_writeback_entry *e = &wb->writeback_entries[i];
 
@@ -503,10 +559,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		wb_put_batch_bufs_locked(wb, segs, n);
 		return;
 	}
-	for (b = 0; b < n; b++)
-		if (wb->batch_taken[b])
-			invalidate_kernel_vmap_range(wb->batch_taken[b],
-						     lens[b] * WB_BLOCK_SIZE);
+	wb_batch_segs_read(wb, lens, n);
 	for (b = 0; b < wb->nr_ahead_bufs; b++)
 		invalidate_kernel_vmap_range(wb->ahead_bufs[b], WB_SEGMENT_SIZE);
 
@@ -582,6 +635,195 @@ written:
 	wake_up_all(&wb->wait);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Moving small segments forward in the log */
+
+/*
+ * How long a move waits for a commit to make its new copies durable
+ * before it makes one itself (a commit of a partly filled segment costs a
+ * slot of its own; O_DSYNC and fsync writers, the ones that leave small
+ * segments, commit every few milliseconds).
+ */
+#define WB_FORWARD_WAIT_NS	(10 * NSEC_PER_MSEC)
+
+/*
+ * A copy that a move takes along: the newest copy of its block, dirty.
+ * An older dirty copy needs nothing: the newer one holds all its dirty
+ * sectors and is in a segment no newer than the one the move writes to.
+ * Called with wb->lock held.
+ */
+static bool wb_forward_needed(struct wb_metablock *mb)
+{
+	return mb->dirty && !mb->obsolete && !hlist_unhashed(&mb->ht_node);
+}
+
+/*
+ * Copies seg's blocks that wb_forward_needed into the open segment (one is
+ * opened if none is and a slot is free, or sealed and another opened if it
+ * is full), from data (seg's data blocks), and makes the copies the newest
+ * ones. False, with nothing moved, when they do not fit. On success
+ * *target is the open segment's id: once it is durable, seg's data is in
+ * the log without seg. Called with wb->lock held; may drop it.
+ */
+static bool wb_forward_seg(struct wb_device *wb, struct wb_segment *seg,
+			   u8 len, const void *data, u64 *target)
+{
+	struct wb_segment *cur;
+	unsigned int need, j;
+
+	for (;;) {
+		if (!wb->cur && !wb_free_slots(wb))
+			return false;
+		if (wb_get_cur(wb))
+			return false;
+		cur = wb->cur;
+		for (need = 0, j = 0; j < len; j++)
+			need += wb_forward_needed(&seg->mb[j]);
+		if (cur->length + need <= WB_BLOCKS_PER_SEGMENT)
+			break;
+		if (cur->length < WB_BLOCKS_PER_SEGMENT)
+			return false;
+		wb_seal(wb);
+	}
+	for (j = 0; j < len; j++) {
+		struct wb_metablock *mb = &seg->mb[j], *nmb;
+		struct wb_metablock_device *md;
+		u8 idx = cur->length;
+
+		if (!wb_forward_needed(mb))
+			continue;
+		nmb = &cur->mb[idx];
+		/* 4 KiB under the lock, as a partial write's merge. */
+		memcpy(cur->buf + WB_BLOCK_SIZE * (1 + idx),
+		       data + WB_BLOCK_SIZE * j, WB_BLOCK_SIZE);
+		atomic64_inc(&wb->nr_forwarded_blocks);
+		wb_ht_del(wb, mb);
+		nmb->sector = mb->sector;
+		nmb->data_bits = mb->data_bits;
+		nmb->dirty = true;
+		nmb->obsolete = false;
+		wb_ht_add(wb, nmb);
+		md = cur->buf + WB_METABLOCK_OFFSET(idx);
+		md->sector = cpu_to_le64(nmb->sector);
+		md->dirty_bits = nmb->data_bits;
+		cur->length++;
+	}
+	*target = cur->id;
+	return true;
+}
+
+/*
+ * Moves small segments at the head of the ring forward in the log instead
+ * of writing them back: their newest dirty copies go into the open
+ * segment, and once that segment is durable they count as written back
+ * without a write to the backing device. Small segments are what O_DSYNC
+ * and fsync writers leave (a commit each); each takes a slot, so a ring of
+ * them fills after as many commits, and writing them back costs the
+ * backing device a seek per block in batches of a few dozen blocks, which
+ * every commit then waits for. Moved, their blocks gather in fuller
+ * segments, and the cache holds as many blocks as full segments would
+ * before the backing device is written (WB_FORWARD_MAX_BLOCKS per
+ * segment). The cost is the copy: each commit's segment carries the
+ * blocks moved into it.
+ *
+ * Crash safety is a writeback's: the segments count as written back (and
+ * the superblock record may name them, and their slots be reused) only
+ * once the segment holding the new copies is durable, and with it every
+ * segment before it, which holds the newer copies of the blocks not
+ * moved. Until then the old copies are in the log and replay finds both;
+ * the newer wins, with the same data. Returns whether it moved any;
+ * called with batch_lock held.
+ */
+static bool wb_forward_heads(struct wb_device *wb)
+{
+	struct wb_segment *segs[WB_MAX_BATCH];
+	u8 lens[WB_MAX_BATCH];
+	bool has_dirty[WB_MAX_BATCH];
+	unsigned int n, k, j, room, nr_blocks = 0;
+	struct wb_aio aio;
+	u64 lw, target = 0;
+	int err;
+
+	if (!wb_forward_wanted(wb))
+		return false;
+	spin_lock(&wb->lock);
+	lw = wb->last_writeback_id;
+	room = WB_BLOCKS_PER_SEGMENT - (wb->cur ? wb->cur->length : 0);
+	for (n = 0; n < WB_MAX_BATCH && lw + 1 + n <= wb->last_flushed_id; n++) {
+		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + n);
+		u8 len = seg->id == lw + 1 + n ? seg->length : 0;
+		unsigned int need = 0;
+
+		for (j = 0; j < len; j++)
+			need += wb_forward_needed(&seg->mb[j]);
+		if (need > WB_FORWARD_MAX_BLOCKS || nr_blocks + need > room)
+			break;
+		nr_blocks += need;
+		segs[n] = seg;
+		lens[n] = len;
+		has_dirty[n] = need;
+	}
+	/*
+	 * Nothing to copy: a writeback batch frees them as cheaply. Into an
+	 * empty segment a move of one segment frees no slot (the move may
+	 * have to commit the segment itself), and an idle device would go
+	 * on moving it.
+	 */
+	if (!nr_blocks || (n < 2 && (!wb->cur || !wb->cur->length))) {
+		spin_unlock(&wb->lock);
+		return false;
+	}
+	spin_unlock(&wb->lock);
+
+	wb_get_batch_bufs(wb, segs, has_dirty, n, 0);
+	do {
+		wb_aio_init(&aio);
+		wb_read_batch_segs(wb, &aio, segs, lens, n);
+		err = wb_aio_wait(&aio);
+	} while (wb_retry_transient(wb, err));
+	if (err) {
+		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, aio.err_sector, err);
+		wb_put_batch_bufs_locked(wb, segs, n);
+		return true;
+	}
+	wb_batch_segs_read(wb, lens, n);
+
+	for (k = 0; k < n; k++) {
+		bool moved;
+
+		/* Up to half a segment copied under the lock, then a break. */
+		spin_lock(&wb->lock);
+		moved = wb_forward_seg(wb, segs[k], lens[k], wb->batch_data[k],
+				       &target);
+		spin_unlock(&wb->lock);
+		if (!moved)
+			break;
+	}
+	wb_put_batch_bufs_locked(wb, segs, n);
+	if (!k)
+		return false;
+
+	wait_event_hrtimeout(wb->wait, READ_ONCE(wb->last_durable_id) >= target ||
+			     wb_dead(wb), ns_to_ktime(WB_FORWARD_WAIT_NS));
+	if (READ_ONCE(wb->last_durable_id) < target) {
+		wb_commit(wb);
+		wb_wait_io(wb->wait, READ_ONCE(wb->last_durable_id) >= target ||
+			   wb_dead(wb));
+	}
+	if (wb_dead(wb))
+		return true;
+
+	spin_lock(&wb->lock);
+	for (n = 0; n < k; n++)
+		for (j = 0; j < lens[n]; j++)
+			wb_mark_clean(wb, &segs[n]->mb[j]);
+	WRITE_ONCE(wb->last_writeback_id, lw + k);
+	spin_unlock(&wb->lock);
+	atomic64_add(k, &wb->nr_forwarded_segs);
+	wake_up_all(&wb->wait);
+	return true;
+}
+
 /*
  * One batch at a time: the daemon, and drop_caches on a suspended device
  * (which writes back in its caller while the daemon is stopped, and may
@@ -604,8 +846,12 @@ int wb_writeback_daemon(void *data)
 						 kthread_should_stop(), HZ);
 		if (kthread_should_stop())
 			break;
-		if (wb_should_writeback(wb))
-			wb_writeback_batch(wb);
+		if (wb_should_writeback(wb)) {
+			mutex_lock(&wb->batch_lock);
+			if (!wb_forward_heads(wb))
+				__wb_writeback_batch(wb);
+			mutex_unlock(&wb->batch_lock);
+		}
 	}
 	return 0;
 }

@@ -504,6 +504,8 @@ void wb_flush_work(struct work_struct *work)
 				WRITE_ONCE(wb->last_durable_id,
 					   max(wb->last_durable_id, upto));
 				spin_unlock(&wb->lock);
+				/* wb_forward_heads waits for it. */
+				wake_up_all(&wb->wait);
 			}
 		} else {
 			break;

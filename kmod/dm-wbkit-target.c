@@ -313,6 +313,8 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	for (t = 0; t < WB_STATLEN; t++)
 		atomic64_set(&wb->stat[t], 0);
 	atomic64_set(&wb->nr_partial_flushed, 0);
+	atomic64_set(&wb->nr_forwarded_segs, 0);
+	atomic64_set(&wb->nr_forwarded_blocks, 0);
 	for (t = 0; t < WB_T_NR; t++)
 		wb->tunable[t] = wb_tunables[t].def;
 	r = bioset_init(&wb->bio_set, BIO_POOL_SIZE,
@@ -711,6 +713,8 @@ static void wb_emit_dead_cause(struct wb_device *wb, char *result,
  * dmsetup message <dev> 0 clear_stat
  * dmsetup message <dev> 0 dead_cause        (replies why the target died)
  * dmsetup message <dev> 0 error_counts      (replies the error counters)
+ * dmsetup message <dev> 0 forward_counts    (replies segments and blocks
+ *                                            moved forward, wb_forward_heads)
  */
 static int writeboost_message(struct dm_target *ti, unsigned int argc,
 			      char **argv, char *result, unsigned int maxlen)
@@ -727,6 +731,14 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 		wb_emit_error_counts(wb, result, maxlen);
 		return 1;
 	}
+	if (argc == 1 && !strcasecmp(argv[0], "forward_counts")) {
+		unsigned int sz = 0;
+
+		DMEMIT("segments %lld blocks %lld",
+		       (long long)atomic64_read(&wb->nr_forwarded_segs),
+		       (long long)atomic64_read(&wb->nr_forwarded_blocks));
+		return 1;
+	}
 
 	if (argc == 1 && !strcasecmp(argv[0], "drop_caches"))
 		return wb_drop_caches(wb);
@@ -737,7 +749,7 @@ static int writeboost_message(struct dm_target *ti, unsigned int argc,
 		return 0;
 	}
 	if (argc != 2) {
-		DMWARN("unknown message: use <key> <value>, drop_caches, clear_stat, dead_cause or error_counts");
+		DMWARN("unknown message: use <key> <value>, drop_caches, clear_stat, dead_cause, error_counts or forward_counts");
 		return -EINVAL;
 	}
 	t = wb_tunable_index(argv[0]);

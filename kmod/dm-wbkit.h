@@ -423,6 +423,9 @@ struct wb_device {
 	/* Statistics */
 	atomic64_t stat[WB_STATLEN];
 	atomic64_t nr_partial_flushed;
+	/* Moved forward instead of written back (wb_forward_heads). */
+	atomic64_t nr_forwarded_segs;
+	atomic64_t nr_forwarded_blocks;
 
 	atomic64_t nr_errors[WB_ERR_NR];
 

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# dm-wbkit moves small segments forward (kmod/README "Small segments move
+# forward"): an 8 MiB cache (15 segments) takes fsync-heavy writes, two
+# blocks per commit, over a region six times its size, so the ring wraps
+# dozens of times with segments of one commit each. The oldest segments'
+# blocks are copied into the open segment instead of written back, and count
+# as written back once that segment is durable.
+#
+# Checked: the move happened (the forward_counts message); every fsynced
+# write reads back live; fio's verify of O_DSYNC writers racing the moves;
+# the log left dirty (removed without drop_caches) replays offline with
+# wbreplay and wbdump finds nothing wrong in it; the kernel replays it (on
+# Debian's dm-writeboost when it is built: the moved copies are plain newer
+# entries of the format) to the same data; drop_caches then leaves the
+# backing device equal to the offline replay.
+set -euo pipefail
+source "$(dirname "$0")/wbkit-lib.inc"
+wbkit_need_tool wbreplay
+wbkit_need_tool wbdump
+wbkit_prepare
+VM_TIMEOUT=420
+
+work=$(mktemp -d "$VM_WORK/wbkit-forward.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+vm_image "$work/backing.img" 48M
+vm_image "$work/cache.img" 8M
+
+W="--seed 97 --ops 3000 --size 40M"
+rc=0
+vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
+. /lib/wbguest.sh
+wb_load_target wbkit
+table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+dev=/dev/mapper/wb
+wb_dm_create wb "\$table"
+wb_stamp write write \$dev $W --flush-every 2 --final-flush
+wb_report forward_written "\$(\$DMSETUP message wb 0 forward_counts)"
+wb_report status_written "\$(wb_dm_status wb)"
+wb_stamp verify_live verify \$dev $W --flushed 3000
+if \$FIO --direct=1 --ioengine=libaio --iodepth=1 --sync=1 --rw=randwrite \\
+	--verify=crc32c --verify_backlog=8 --verify_fatal=1 --filename=\$dev \\
+	--name=dsync --bs=4k --size=4M --offset=40M --numjobs=2 \\
+	--offset_increment=4M --loops=2 >/tmp/fio.out 2>&1; then
+	wb_report race ok
+else
+	tail -n 5 /tmp/fio.out; wb_report race failed
+fi
+wb_report forward_race "\$(\$DMSETUP message wb 0 forward_counts)"
+\$SHA256SUM <\$dev | cut -d' ' -f1 >/tmp/sum
+wb_report sum_live "\$(cat /tmp/sum)"
+\$DMSETUP remove wb || wb_fail "remove failed"
+GUEST
+echo "forward: ${VM_ELAPSED}s"
+echo "status after writing: $(vm_result status_written)"
+echo "moved after the stamped writes: $(vm_result forward_written)"
+echo "moved after the fio race: $(vm_result forward_race)"
+[ "$rc" = 0 ] || exit 1
+for k in write verify_live race; do
+	wbkit_expect "$k" ok || exit 1
+done
+moved=$(vm_result forward_written | awk '$1 == "segments" { print $2 }')
+[ "${moved:-0}" -gt 0 ] || { echo "no segment moved forward: $(vm_result forward_written)"; exit 1; }
+
+dump_rc=0
+"$wbdump" "$work/cache.img" >"$work/wbdump.txt" 2>&1 || dump_rc=$?
+if [ "$dump_rc" != 0 ]; then
+	echo "wbdump reports findings on the cache dm-wbkit left (exit $dump_rc):"
+	grep -iE "finding|error|warn|bad|stale" "$work/wbdump.txt" | head -10
+	exit 1
+fi
+cp "$work/backing.img" "$work/offline.img"
+cp "$work/cache.img" "$work/cache-copy.img"
+"$wbreplay" --cache "$work/cache-copy.img" --backing "$work/offline.img" -q || { echo "wbreplay failed"; exit 1; }
+"$VM_WBSTAMP" verify "$work/offline.img" $W --flushed 3000 || { echo "offline replay fails verification"; exit 1; }
+offline_sum=$(sha256sum <"$work/offline.img" | cut -d' ' -f1)
+[ "$offline_sum" = "$(vm_result sum_live)" ] || { echo "offline replay differs from the live device"; exit 1; }
+
+replayer=wbkit
+vm_has_upstream && replayer=upstream
+rc=0
+vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
+. /lib/wbguest.sh
+wb_load_target $replayer
+dev=/dev/mapper/wb
+wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+wb_report status_replayed "\$(wb_dm_status wb)"
+wb_report sum_replayed "\$(\$SHA256SUM <\$dev | cut -d' ' -f1)"
+\$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
+\$DMSETUP remove wb || wb_fail "remove failed"
+wb_report done yes
+GUEST
+[ "$rc" = 0 ] || exit 1
+wbkit_expect done yes || exit 1
+echo "replayed by $replayer: $(vm_result status_replayed)"
+[ "$(vm_result sum_replayed)" = "$offline_sum" ] || { echo "$replayer's replay differs from the live device"; exit 1; }
+if ! cmp -s "$work/backing.img" "$work/offline.img"; then
+	echo "the backing device after drop_caches differs from the offline replay:"
+	cmp -l "$work/backing.img" "$work/offline.img" | head -5
+	exit 1
+fi
+echo "live == offline replay == $replayer's replay == written back"
