@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # dm-wbkit moves small segments forward (kmod/README "Small segments move
 # forward"): an 8 MiB cache (15 segments) takes fsync-heavy writes, two
-# blocks per commit, over a region six times its size, so the ring wraps
-# dozens of times with segments of one commit each. The oldest segments'
-# blocks are copied into the open segment instead of written back, and count
-# as written back once that segment is durable.
+# blocks per commit: first spread over a region four times its size, then
+# over one smaller than the blocks the moves keep in the cache, with partial
+# blocks (one sector of five writes), so that most blocks are written again
+# while an older copy still waits in a small segment. The ring wraps dozens
+# of times with segments of one commit each. The oldest segments' blocks are
+# copied into the open segment instead of written back, and count as
+# written back once that segment is durable.
 #
 # Checked: the move happened (the forward_counts message); every fsynced
 # write reads back live; fio's verify of O_DSYNC writers racing the moves;
@@ -25,7 +28,8 @@ trap 'rm -rf "$work"' EXIT
 vm_image "$work/backing.img" 48M
 vm_image "$work/cache.img" 8M
 
-W="--seed 97 --ops 3000 --size 40M"
+A="--seed 97 --ops 3000 --size 32M"
+B="--seed 98 --ops 3000 --offset 32M --size 6M --partial-pct 20"
 rc=0
 vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
 . /lib/wbguest.sh
@@ -33,10 +37,12 @@ wb_load_target wbkit
 table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
 dev=/dev/mapper/wb
 wb_dm_create wb "\$table"
-wb_stamp write write \$dev $W --flush-every 2 --final-flush
+wb_stamp write_a write \$dev $A --flush-every 2 --final-flush
+wb_stamp write_b write \$dev $B --flush-every 2 --final-flush
 wb_report forward_written "\$(\$DMSETUP message wb 0 forward_counts)"
 wb_report status_written "\$(wb_dm_status wb)"
-wb_stamp verify_live verify \$dev $W --flushed 3000
+wb_stamp verify_a_live verify \$dev $A --flushed 3000
+wb_stamp verify_b_live verify \$dev $B --flushed 3000
 if \$FIO --direct=1 --ioengine=libaio --iodepth=1 --sync=1 --rw=randwrite \\
 	--verify=crc32c --verify_backlog=8 --verify_fatal=1 --filename=\$dev \\
 	--name=dsync --bs=4k --size=4M --offset=40M --numjobs=2 \\
@@ -55,7 +61,7 @@ echo "status after writing: $(vm_result status_written)"
 echo "moved after the stamped writes: $(vm_result forward_written)"
 echo "moved after the fio race: $(vm_result forward_race)"
 [ "$rc" = 0 ] || exit 1
-for k in write verify_live race; do
+for k in write_a write_b verify_a_live verify_b_live race; do
 	wbkit_expect "$k" ok || exit 1
 done
 moved=$(vm_result forward_written | awk '$1 == "segments" { print $2 }')
@@ -71,7 +77,10 @@ fi
 cp "$work/backing.img" "$work/offline.img"
 cp "$work/cache.img" "$work/cache-copy.img"
 "$wbreplay" --cache "$work/cache-copy.img" --backing "$work/offline.img" -q || { echo "wbreplay failed"; exit 1; }
-"$VM_WBSTAMP" verify "$work/offline.img" $W --flushed 3000 || { echo "offline replay fails verification"; exit 1; }
+for w in "$A" "$B"; do
+	# shellcheck disable=SC2086
+	"$VM_WBSTAMP" verify "$work/offline.img" $w --flushed 3000 || { echo "offline replay fails verification"; exit 1; }
+done
 offline_sum=$(sha256sum <"$work/offline.img" | cut -d' ' -f1)
 [ "$offline_sum" = "$(vm_result sum_live)" ] || { echo "offline replay differs from the live device"; exit 1; }
 
