@@ -150,7 +150,8 @@ cache_state() {
 		s=/sys/block/${DEV#/dev/}/bcache
 		echo "dirty_data=$(cat $s/dirty_data),state=$(cat $s/state)"
 		;;
-	wbkit | upstream) echo "dirty_blocks=$(wb_status_field 7 wb)" ;;
+	wbkit) echo "dirty_blocks=$(wb_status_field 7 wb),moved=$($DMSETUP message wb 0 forward_counts | awk '{ print $2 "/" $4 }')" ;;
+	upstream) echo "dirty_blocks=$(wb_status_field 7 wb)" ;;
 	writecache*) echo "blocks=$(wb_status_field 2 wb),free=$(wb_status_field 3 wb),writeback=$(wb_status_field 4 wb)" ;;
 	dmcache) echo "used=$(wb_status_field 4 wb),dirty=$(wb_status_field 11 wb)" ;;
 	esac

@@ -658,12 +658,24 @@ static bool wb_forward_needed(struct wb_metablock *mb)
 }
 
 /*
+ * The newest segment that holds anything: the open one unless it is
+ * empty (an empty segment is never written). Called with wb->lock held.
+ */
+static u64 wb_newest_id(struct wb_device *wb)
+{
+	return wb->cur && wb->cur->length ? wb->cur->id : wb->last_sealed_id;
+}
+
+/*
  * Copies seg's blocks that wb_forward_needed into the open segment (one is
  * opened if none is and a slot is free, or sealed and another opened if it
  * is full), from data (seg's data blocks), and makes the copies the newest
- * ones. False, with nothing moved, when they do not fit. On success
- * *target is the open segment's id: once it is durable, seg's data is in
- * the log without seg. Called with wb->lock held; may drop it.
+ * ones. False, with nothing moved, when they do not fit or no slot is free
+ * (the daemon must not wait for one: only it frees them). *target becomes
+ * at least the newest segment holding anything (wb_newest_id): the copies,
+ * and the newer copies of seg's blocks that need none. Once it is durable,
+ * seg's data is in the log without seg. Called with wb->lock held; may
+ * drop it.
  */
 static bool wb_forward_seg(struct wb_device *wb, struct wb_segment *seg,
 			   u8 len, const void *data, u64 *target)
@@ -672,11 +684,15 @@ static bool wb_forward_seg(struct wb_device *wb, struct wb_segment *seg,
 	unsigned int need, j;
 
 	for (;;) {
-		if (!wb->cur && !wb_free_slots(wb))
-			return false;
-		if (wb_get_cur(wb))
+		for (need = 0, j = 0; j < len; j++)
+			need += wb_forward_needed(&seg->mb[j]);
+		/* Nothing to copy: no segment to open (an empty one never goes out). */
+		if (!need)
+			goto done;
+		if (__wb_get_cur(wb, false))
 			return false;
 		cur = wb->cur;
+		/* wb_get_cur may have dropped the lock: count again. */
 		for (need = 0, j = 0; j < len; j++)
 			need += wb_forward_needed(&seg->mb[j]);
 		if (cur->length + need <= WB_BLOCKS_PER_SEGMENT)
@@ -708,7 +724,8 @@ static bool wb_forward_seg(struct wb_device *wb, struct wb_segment *seg,
 		md->dirty_bits = nmb->data_bits;
 		cur->length++;
 	}
-	*target = cur->id;
+done:
+	*target = max(*target, wb_newest_id(wb));
 	return true;
 }
 

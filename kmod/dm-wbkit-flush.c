@@ -66,9 +66,11 @@ static bool wb_pace_open(struct wb_device *wb)
  * held; drops it while waiting for a RAM buffer or for the writeback of the
  * segment that still occupies the next slot of the ring. Waiting here is
  * safe in .map: the flusher and the writeback daemon never wait for a bio
- * that the caller has not submitted yet.
+ * that the caller has not submitted yet. The writeback daemon itself passes
+ * wait_slot false and gets -EAGAIN instead of waiting for a slot: only it
+ * frees one.
  */
-int wb_get_cur(struct wb_device *wb)
+int __wb_get_cur(struct wb_device *wb, bool wait_slot)
 {
 	struct wb_segment *seg;
 	u64 id;
@@ -78,6 +80,8 @@ int wb_get_cur(struct wb_device *wb)
 		if (wb_dead(wb))
 			return -EIO;
 		if (!wb_slot_free(wb, id)) {
+			if (!wait_slot)
+				return -EAGAIN;
 			wake_up(&wb->writeback_wait);
 			spin_unlock(&wb->lock);
 			wb_wait_io(wb->wait, wb_slot_free(wb, id) || wb_dead(wb));

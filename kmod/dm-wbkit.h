@@ -472,7 +472,12 @@ void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
 int wb_aio_wait(struct wb_aio *aio);
 
 /* dm-wbkit-flush.c: buffer pool, open segment, seal, group commit */
-int wb_get_cur(struct wb_device *wb);
+int __wb_get_cur(struct wb_device *wb, bool wait_slot);
+static inline int wb_get_cur(struct wb_device *wb)
+{
+	return __wb_get_cur(wb, true);
+}
+
 int wb_wait_flushed(struct wb_device *wb, u64 id);
 u64 wb_seal_for_flush(struct wb_device *wb);
 bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id);
