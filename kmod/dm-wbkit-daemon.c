@@ -73,9 +73,11 @@ static bool wb_writeback_urgent(struct wb_device *wb)
  */
 #define WB_FORWARD_MAX_BLOCKS	(WB_BLOCKS_PER_SEGMENT / 2)
 /*
- * Whether the daemon should try wb_forward_heads: the ring is within twice
- * wb_low_slots of full and its oldest segment is small. Read without the
- * lock: wb_forward_heads looks again.
+ * Whether the daemon should try wb_forward_heads: writes came in the last
+ * second, the ring is within twice wb_low_slots of full and its oldest
+ * segment is small. An idle device changes nothing (a cache just replayed
+ * stays as upstream leaves it, scenario 65). Read without the lock:
+ * wb_forward_heads looks again.
  */
 static bool wb_forward_wanted(struct wb_device *wb)
 {
@@ -84,6 +86,7 @@ static bool wb_forward_wanted(struct wb_device *wb)
 
 	if (atomic_read(&wb->drop_caches) ||
 	    test_bit(WB_F_SUSPENDING, &wb->flags) ||
+	    time_after_eq(jiffies, READ_ONCE(wb->last_write_jiffies) + HZ) ||
 	    lw >= READ_ONCE(wb->last_flushed_id) ||
 	    wb_free_slots(wb) >= 2 * wb_low_slots(wb))
 		return false;

@@ -215,6 +215,7 @@ retry:
 	}
 	wb_rc_invalidate(wb, block);
 	wb_stat_inc(wb, true, !!old, on_buffer, n == WB_BLOCK_SECTORS);
+	WRITE_ONCE(wb->last_write_jiffies, jiffies);
 
 	md = seg->buf + WB_METABLOCK_OFFSET(wb_mb_idx(wb, mb));
 	md->sector = cpu_to_le64(mb->sector);

@@ -313,6 +313,8 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	for (t = 0; t < WB_STATLEN; t++)
 		atomic64_set(&wb->stat[t], 0);
 	atomic64_set(&wb->nr_partial_flushed, 0);
+	/* No write yet: nothing moves forward on a cache just replayed. */
+	wb->last_write_jiffies = jiffies - HZ;
 	atomic64_set(&wb->nr_forwarded_segs, 0);
 	atomic64_set(&wb->nr_forwarded_blocks, 0);
 	for (t = 0; t < WB_T_NR; t++)

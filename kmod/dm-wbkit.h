@@ -423,6 +423,8 @@ struct wb_device {
 	/* Statistics */
 	atomic64_t stat[WB_STATLEN];
 	atomic64_t nr_partial_flushed;
+	/* When a write last went into the log (wb_forward_wanted). */
+	unsigned long last_write_jiffies;
 	/* Moved forward instead of written back (wb_forward_heads). */
 	atomic64_t nr_forwarded_segs;
 	atomic64_t nr_forwarded_blocks;
