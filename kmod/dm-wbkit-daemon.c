@@ -66,10 +66,9 @@ static bool wb_writeback_urgent(struct wb_device *wb)
  * is moved forward instead of written back (wb_forward_heads): half a
  * segment. A segment that moves gathers the small ones around it and
  * moves again on its next lap while it stays at most half full, so a
- * block is copied two or three times before a segment of it goes to the
+ * block is copied a few times at most before a segment of it goes to the
  * backing device, and that segment is large enough to write back in one
- * sorted sweep. A quarter left segments of 33 blocks written back a lap
- * later, about the batches of small segments without the move.
+ * sorted sweep.
  */
 #define WB_FORWARD_MAX_BLOCKS	(WB_BLOCKS_PER_SEGMENT / 2)
 /*
@@ -741,10 +740,9 @@ done:
  * them fills after as many commits, and writing them back costs the
  * backing device a seek per block in batches of a few dozen blocks, which
  * every commit then waits for. Moved, their blocks gather in fuller
- * segments, and the cache holds as many blocks as full segments would
- * before the backing device is written (WB_FORWARD_MAX_BLOCKS per
- * segment). The cost is the copy: each commit's segment carries the
- * blocks moved into it.
+ * segments, which go to the backing device once they hold more than
+ * WB_FORWARD_MAX_BLOCKS, in larger sorted batches and later. The cost is
+ * the copy: each commit's segment carries the blocks moved into it.
  *
  * Crash safety is a writeback's: the segments count as written back (and
  * the superblock record may name them, and their slots be reused) only
