@@ -659,6 +659,16 @@ static bool wb_forward_needed(struct wb_metablock *mb)
 	return mb->dirty && !mb->obsolete && !hlist_unhashed(&mb->ht_node);
 }
 
+/* How many of seg's first len blocks a move copies. Called with wb->lock held. */
+static unsigned int wb_forward_count(struct wb_segment *seg, u8 len)
+{
+	unsigned int need = 0, j;
+
+	for (j = 0; j < len; j++)
+		need += wb_forward_needed(&seg->mb[j]);
+	return need;
+}
+
 /*
  * The newest segment that holds anything: the open one unless it is
  * empty (an empty segment is never written). Called with wb->lock held.
@@ -686,8 +696,7 @@ static bool wb_forward_seg(struct wb_device *wb, struct wb_segment *seg,
 	unsigned int need, j;
 
 	for (;;) {
-		for (need = 0, j = 0; j < len; j++)
-			need += wb_forward_needed(&seg->mb[j]);
+		need = wb_forward_count(seg, len);
 		/* Nothing to copy: no segment to open (an empty one never goes out). */
 		if (!need)
 			goto done;
@@ -695,8 +704,7 @@ static bool wb_forward_seg(struct wb_device *wb, struct wb_segment *seg,
 			return false;
 		cur = wb->cur;
 		/* wb_get_cur may have dropped the lock: count again. */
-		for (need = 0, j = 0; j < len; j++)
-			need += wb_forward_needed(&seg->mb[j]);
+		need = wb_forward_count(seg, len);
 		if (cur->length + need <= WB_BLOCKS_PER_SEGMENT)
 			break;
 		if (cur->length < WB_BLOCKS_PER_SEGMENT)
@@ -770,10 +778,8 @@ static bool wb_forward_heads(struct wb_device *wb)
 	for (n = 0; n < WB_MAX_BATCH && lw + 1 + n <= wb->last_flushed_id; n++) {
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + n);
 		u8 len = seg->id == lw + 1 + n ? seg->length : 0;
-		unsigned int need = 0;
+		unsigned int need = wb_forward_count(seg, len);
 
-		for (j = 0; j < len; j++)
-			need += wb_forward_needed(&seg->mb[j]);
 		if (need > WB_FORWARD_MAX_BLOCKS || nr_blocks + need > room)
 			break;
 		nr_blocks += need;
