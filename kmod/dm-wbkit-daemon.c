@@ -162,7 +162,7 @@ static unsigned int wb_batch_size(struct wb_device *wb)
 	u64 k;
 
 	n = min_t(u64, n, READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
-	n = min_t(u64, n, wb->max_batch);
+	n = min_t(u64, n, WB_MAX_BATCH);
 	for (k = 0; k < n; k++) {
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + k);
 		unsigned int len = seg->id == lw + 1 + k ? seg->length : 0;
@@ -206,9 +206,10 @@ static int wb_entry_cmp(const void *a, const void *b)
  * of its own later.
  */
 #define WB_AHEAD_SECTORS	BIT(11)
+#define WB_BLOCKS_PER_BUF	(WB_SEGMENT_SIZE / WB_BLOCK_SIZE)
 static_assert(WB_BLOCKS_PER_SEGMENT <= WB_BLOCKS_PER_BUF,
 	      "a segment's blocks written ahead must fit one batch buffer");
-static_assert(WB_MAX_BATCH * WB_BLOCKS_PER_BUF <= U16_MAX + 1,
+static_assert(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT <= U16_MAX + 1,
 	      "wb_writeback_entry.ahead_idx must index every block written ahead");
 
 /*
@@ -258,11 +259,10 @@ static bool wb_near_batch(const struct wb_writeback_entry *e, unsigned int nr,
  * Every dirty copy of a chosen block in the window goes into the list, so
  * that only the newest is written (wb_entry_cmp) and none is written back
  * later over it; the window is scanned in log order and the scan ends at
- * the budget, so a newer copy is never chosen without the older ones.
- * The window is up to nr_max_batched_writeback segments, but the blocks
- * written ahead are at most as many as fit the batch buffers the batch
- * leaves unused (WB_BLOCKS_PER_BUF each): on a small cache's pool
- * (wb_size_pool) that is fewer than WB_AHEAD_BUDGET. Appends to
+ * WB_AHEAD_BUDGET, so a newer copy is never chosen without the older ones.
+ * The window holds at most WB_MAX_BATCH - n segments of
+ * WB_BLOCKS_PER_SEGMENT blocks, so their data fits the batch buffers the
+ * batch leaves unused (WB_BLOCKS_PER_BUF each). Appends to
  * wb->writeback_entries after the batch's nr (sorted) entries and returns
  * how many it added. Called without wb->lock.
  */
@@ -272,12 +272,11 @@ static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 	struct wb_writeback_entry *entries = wb->writeback_entries;
 	unsigned int window = min_t(unsigned int, WB_MAX_BATCH,
 		READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]));
-	unsigned int budget = min_t(unsigned int, WB_AHEAD_BUDGET(nr),
-		(wb->max_batch - n) * WB_BLOCKS_PER_BUF);
+	unsigned int budget = WB_AHEAD_BUDGET(nr);
 	unsigned int nr_ahead = 0, b, j;
 	u64 last;
 
-	if (!nr || n >= window || !budget)
+	if (!nr || n >= window)
 		return 0;
 	last = min_t(u64, lw + window, READ_ONCE(wb->last_durable_id));
 	for (b = n; lw + 1 + b <= last && nr_ahead < budget; b++) {
@@ -776,7 +775,7 @@ static bool wb_forward_heads(struct wb_device *wb)
 	spin_lock(&wb->lock);
 	lw = wb->last_writeback_id;
 	room = WB_BLOCKS_PER_SEGMENT - (wb->cur ? wb->cur->length : 0);
-	for (n = 0; n < wb->max_batch && lw + 1 + n <= wb->last_flushed_id; n++) {
+	for (n = 0; n < WB_MAX_BATCH && lw + 1 + n <= wb->last_flushed_id; n++) {
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + n);
 		u8 len = seg->id == lw + 1 + n ? seg->length : 0;
 		unsigned int need = wb_forward_count(seg, len);

@@ -90,10 +90,10 @@ int __wb_get_cur(struct wb_device *wb, bool wait_slot)
 		}
 		if (wb_pace_open(wb))
 			continue;
-		if (wb->nr_seg_bufs == wb->nr_rambuf) {
+		if (wb->nr_seg_bufs == WB_NR_RAMBUF) {
 			spin_unlock(&wb->lock);
 			wb_wait_io(wb->wait, READ_ONCE(wb->nr_seg_bufs) <
-					     wb->nr_rambuf || wb_dead(wb));
+					     WB_NR_RAMBUF || wb_dead(wb));
 			spin_lock(&wb->lock);
 			continue;
 		}
@@ -204,7 +204,7 @@ void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg)
  * one is free or kept (or the target dies). Called with wb->lock held; drops
  * it meanwhile, so the caller looks again. One is always free or kept, or
  * about to be (another thread's wb_reclaim_buf): the pool holds
- * wb->nr_rambuf segments and a whole writeback batch at once.
+ * WB_NR_RAMBUF segments and a whole writeback batch at once.
  */
 void wb_wait_free_buf(struct wb_device *wb)
 {

@@ -552,7 +552,7 @@ static int wb_scan_ids(struct wb_device *wb, u64 *max_id)
 	*max_id = 0;
 	for (first = 0; first < wb->nr_segments; first += n) {
 		n = min_t(u64, wb->nr_segments - first,
-			  (u64)per_buf * wb->max_batch);
+			  (u64)per_buf * WB_MAX_BATCH);
 		wb_aio_init(&aio);
 		for (k = 0; k < n; k++)
 			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,

@@ -174,7 +174,7 @@ static void wb_destroy(struct wb_device *wb)
 	kvfree(wb->rc_hash);
 	kvfree(wb->rc_sorted);
 	kvfree(wb->rc_cells);
-	for (i = 0; i < wb->nr_bufs; i++)
+	for (i = 0; i < WB_NR_BUFS; i++)
 		vfree(wb->rambuf[i]);
 	free_page((unsigned long)wb->bounce);
 	free_page((unsigned long)wb->bounce2);
@@ -188,26 +188,6 @@ static void wb_destroy(struct wb_device *wb)
 	if (wb->backing_dev)
 		dm_put_device(ti, wb->backing_dev);
 	kfree(wb);
-}
-
-/*
- * The buffer pool by the ring's size (see WB_NR_BUFS): the segments in
- * flight get half of it up to WB_NR_RAMBUF, the writeback batch the rest
- * up to WB_MAX_BATCH, and what is left over stays with written segments.
- * The smallest pool (8 MiB) keeps upstream's 8 segments in flight and a
- * batch of 8: with 4 and 4 a 12 MiB cache's batch took the whole batch
- * budget as the ring ran short, and nothing was written ahead (scenario
- * 78: 1,000 permille of the blocks behind the batch dirty, against 777
- * with 8 and 8 and 940 upstream).
- */
-static void wb_size_pool(struct wb_device *wb)
-{
-	u64 bufs = DIV_ROUND_UP_ULL(wb->nr_segments, WB_SLOTS_PER_BUF);
-
-	wb->nr_bufs = clamp_t(u64, bufs, WB_MIN_BUFS, WB_NR_BUFS);
-	wb->nr_rambuf = min_t(unsigned int, WB_NR_RAMBUF, wb->nr_bufs / 2);
-	wb->max_batch = min_t(unsigned int, WB_MAX_BATCH,
-			      wb->nr_bufs - wb->nr_rambuf);
 }
 
 static int wb_alloc_metadata(struct wb_device *wb)
@@ -238,8 +218,7 @@ static int wb_alloc_metadata(struct wb_device *wb)
 		INIT_LIST_HEAD(&wb->segs[k].flush_node);
 		INIT_LIST_HEAD(&wb->segs[k].retain_node);
 	}
-	wb_size_pool(wb);
-	for (i = 0; i < wb->nr_bufs; i++) {
+	for (i = 0; i < WB_NR_BUFS; i++) {
 		wb->rambuf[i] = vmalloc(WB_SEGMENT_SIZE);
 		if (!wb->rambuf[i])
 			return -ENOMEM;
@@ -260,8 +239,7 @@ static int wb_alloc_metadata(struct wb_device *wb)
 		return -ENOMEM;
 	if (wb->tunable[WB_T_READ_CACHE_THRESHOLD] && wb_rc_alloc_data(wb))
 		return -ENOMEM;
-	/* A batch's blocks and those written ahead: see wb_collect_ahead. */
-	wb->writeback_entries = kvcalloc(wb->max_batch * WB_BLOCKS_PER_BUF,
+	wb->writeback_entries = kvcalloc(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT,
 					 sizeof(*wb->writeback_entries),
 					 GFP_KERNEL);
 	wb->bounce = (void *)__get_free_page(GFP_KERNEL);

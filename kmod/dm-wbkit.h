@@ -76,27 +76,16 @@ static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than r
  * dm-writeboost allocates its 2048 read cache cells (8 MiB) whatever the
  * read_cache_threshold; dm-wbkit allocates them only once read caching is
  * on and gives the written segments this many more buffers instead: with
- * read caching off (the default) both targets hold 28 MiB per device of
- * 3.5 GiB and more.
+ * read caching off (the default) both targets hold 28 MiB per device.
  */
 #define WB_NR_SPARE_BUFS	16
 /*
- * The buffer pool: enough for wb->nr_rambuf segments and a whole writeback
- * batch (wb->max_batch segments) at once, so neither ever waits for the
- * other. Buffers neither uses stay with the segments written last
- * (wb->retained), which serve read hits from RAM. Its size follows the
- * ring (wb_size_pool): one buffer per WB_SLOTS_PER_BUF slots (0.8 % of the
- * cache in RAM), at least WB_MIN_BUFS and at most WB_NR_BUFS. A fixed
- * 28 MiB cost a 32 MiB cache nearly its own size, and a 1 GiB one more than
- * dm-writecache's whole index.
+ * The buffer pool: enough for WB_NR_RAMBUF segments and a whole writeback
+ * batch at once, so neither ever waits for the other. Buffers neither
+ * uses stay with the segments written last (wb->retained), which serve
+ * read hits from RAM.
  */
 #define WB_NR_BUFS		(WB_NR_RAMBUF + WB_MAX_BATCH + WB_NR_SPARE_BUFS)
-#define WB_BLOCKS_PER_BUF	(WB_SEGMENT_SIZE / WB_BLOCK_SIZE)
-#define WB_SLOTS_PER_BUF	128
-#define WB_MIN_BUFS		16
-static_assert(WB_MIN_BUFS >= 4 && WB_MIN_BUFS <= WB_NR_BUFS,
-	      "the smallest pool needs two segments and a batch of two");
-
 /* Group commit waits at most this long for more flush/FUA bios (ns). */
 #define WB_GATHER_MAX_NS	(2 * NSEC_PER_MSEC)
 #define WB_STATLEN		16
@@ -337,10 +326,7 @@ struct wb_device {
 	 */
 	u64 trusted_from_id;
 	u64 nr_dirty;			/* hashed copies that are dirty */
-	void *rambuf[WB_NR_BUFS];	/* WB_SEGMENT_SIZE each, nr_bufs of them */
-	unsigned int nr_bufs;		/* the pool's size (wb_size_pool) */
-	unsigned int nr_rambuf;		/* open and unwritten segments at most */
-	unsigned int max_batch;		/* segments of a writeback batch at most */
+	void *rambuf[WB_NR_BUFS];	/* WB_SEGMENT_SIZE each */
 	unsigned int nr_free_rambuf;
 	void *free_rambuf[WB_NR_BUFS];
 	unsigned int nr_seg_bufs;	/* held by open and unwritten segments */
@@ -601,7 +587,7 @@ static inline struct block_device *wb_bdev(struct wb_device *wb,
  */
 static inline void *wb_scratch(struct wb_device *wb, unsigned int i)
 {
-	return wb->rambuf[wb->nr_rambuf + i];
+	return wb->rambuf[WB_NR_RAMBUF + i];
 }
 
 /* Slot of segment id (ids start at 1). */
