@@ -580,7 +580,8 @@ def test_create_refuses_a_backing_device_in_use_and_the_same_device_twice(fake, 
 def test_create_option_errors_change_nothing(fake, fresh, tmp_path):
     tab = tmp_path / "writeboosttab"
     for args in (["-o", "write_around_mode=1", "--cache", "/dev/null", "--tab", "--tab-file", str(tab)],
-                 ["-o", "writeback_threshold=70"], ["--tab", "--tab-file", str(tab)]):
+                 ["-o", "writeback_threshold=70"], ["--tab", "--tab-file", str(tab)],
+                 ["--cache", "/dev/null", "--tab-file", str(tab)]):
         done = fake.run("create", "wb", "--backing", fresh, *args)
         assert done.returncode == USAGE, (args, done.stderr)
     assert fake.get("live") is None and not tab.exists()

@@ -387,9 +387,12 @@ int main(int argc, char** argv)
 			 "use a cache device that holds something else (a file system, another cache, a log the "
 			 "target would refuse or of another backing device): its first MiB is zeroed and the target "
 			 "formats it");
-	create->add_flag("--tab", o.tab, "add the device to /etc/writeboosttab, so that it is created at boot");
+	auto* tab = create->add_flag("--tab", o.tab,
+				     "add the device to /etc/writeboosttab, so that it is created at boot");
+	// Alone it would be ignored: the user meant the device to come back at boot.
 	create->add_option("--tab-file", o.tab_file, "the writeboosttab file --tab adds to (default /etc/writeboosttab)")
-		->type_name("FILE");
+		->type_name("FILE")
+		->needs(tab);
 	create->add_flag("--json", o.json, "print the result as JSON (schema wbctl/1)");
 
 	auto* status = app.add_subcommand("status", "show the device's state, as wbstat does");
