@@ -52,6 +52,30 @@ bool wb_ring_short(struct wb_device *wb)
 }
 
 /*
+ * How long after the segment about to open the next one may open while
+ * the ring is short (wb_pace_open): the time the batch in progress still
+ * needs (its blocks, those written ahead included, at writeback's recent
+ * time per block) shared among the free slots left after this one, so the
+ * last of them opens about when the batch ends and frees its own. A pause
+ * of writeback's average time per segment matches the rate slots come
+ * free over many batches, but within one they all come free at its end:
+ * paced so, writers took the free slots in the first part of a 1.2 s
+ * batch and waited 400 to 760 ms for the rest (bench/vm-peers.sh steady,
+ * 32 MiB cache). With no batch in progress, or one past its due time (it
+ * may end any moment), the average per segment. Called with wb->lock held.
+ */
+u64 wb_open_pace_ns(struct wb_device *wb)
+{
+	u64 due = wb->batch_due_ns, now = ktime_get_ns();
+	u64 free = wb_free_slots(wb);
+
+	if (!due || due <= now)
+		return wb->writeback_ns_per_seg;
+	/* The slot about to open is one of them; the last opens when due. */
+	return div64_u64(due - now, free > 1 ? free - 1 : 1);
+}
+
+/*
  * Whether someone waits for writeback, or soon will: drop_caches, or a
  * short ring (writers wait once the slot of the next segment to open still
  * holds a segment not written back).
@@ -175,16 +199,23 @@ static unsigned int wb_batch_size(struct wb_device *wb)
 }
 
 /*
- * A moving average of writeback's time per segment over the last few
- * batches, which wb_pace_open opens new segments at while the ring is
- * short. Called with wb->lock held.
+ * Moving averages of writeback's time per segment and per block written
+ * over the last few batches, which wb_open_pace_ns paces new segments by
+ * while the ring is short. Called with wb->lock held.
  */
-static void wb_note_writeback_time(struct wb_device *wb, u64 ns, unsigned int n)
+static void wb_note_writeback_time(struct wb_device *wb, u64 ns, unsigned int n,
+				   unsigned int blocks)
 {
 	u64 per_seg = div_u64(ns, n);
 
 	wb->writeback_ns_per_seg = wb->writeback_ns_per_seg ?
 		(3 * wb->writeback_ns_per_seg + per_seg) / 4 : per_seg;
+	if (blocks) {
+		u64 per_block = div_u64(ns, blocks);
+
+		wb->writeback_ns_per_block = wb->writeback_ns_per_block ?
+			(3 * wb->writeback_ns_per_block + per_block) / 4 : per_block;
+	}
 }
 
 static int wb_entry_cmp(const void *a, const void *b)
@@ -536,6 +567,11 @@ static void __wb_writeback_batch(struct wb_device *wb)
 
 	sort(wb->writeback_entries, nr, sizeof(*wb->writeback_entries), wb_entry_cmp, NULL);
 	nr_ahead = wb_collect_ahead(wb, lw, n, nr);
+	spin_lock(&wb->lock);
+	if (wb->writeback_ns_per_block)
+		wb->batch_due_ns = start_ns +
+				   (nr + nr_ahead) * wb->writeback_ns_per_block;
+	spin_unlock(&wb->lock);
 
 	/*
 	 * The segments cannot change: they are flushed and not written back.
@@ -632,7 +668,7 @@ written:
 			wb_mark_clean(wb, wb_entry_mb(wb, lw, e));
 	}
 	WRITE_ONCE(wb->last_writeback_id, lw + n);
-	wb_note_writeback_time(wb, ktime_get_ns() - start_ns, n);
+	wb_note_writeback_time(wb, ktime_get_ns() - start_ns, n, nr);
 	spin_unlock(&wb->lock);
 	wake_up_all(&wb->wait);
 }
@@ -848,15 +884,26 @@ static bool wb_forward_heads(struct wb_device *wb)
 	return true;
 }
 
+/* Called with wb->batch_lock held. */
+static void wb_writeback_batch_locked(struct wb_device *wb)
+{
+	__wb_writeback_batch(wb);
+	/* Written, failed or to be written again: no longer due. */
+	spin_lock(&wb->lock);
+	wb->batch_due_ns = 0;
+	spin_unlock(&wb->lock);
+}
+
 /*
  * One batch at a time: the daemon, and drop_caches on a suspended device
  * (which writes back in its caller while the daemon is stopped, and may
  * overlap a resume that starts it again).
  */
+
 void wb_writeback_batch(struct wb_device *wb)
 {
 	mutex_lock(&wb->batch_lock);
-	__wb_writeback_batch(wb);
+	wb_writeback_batch_locked(wb);
 	mutex_unlock(&wb->batch_lock);
 }
 
@@ -873,7 +920,7 @@ int wb_writeback_daemon(void *data)
 		if (wb_should_writeback(wb)) {
 			mutex_lock(&wb->batch_lock);
 			if (!wb_forward_heads(wb))
-				__wb_writeback_batch(wb);
+				wb_writeback_batch_locked(wb);
 			mutex_unlock(&wb->batch_lock);
 		}
 	}

@@ -27,7 +27,7 @@ static bool wb_slot_free(struct wb_device *wb, u64 id)
 
 /*
  * While the ring is short of free slots (wb_ring_short), new segments open
- * at the pace writeback frees slots (its recent time per segment): without
+ * at the pace writeback frees slots (wb_open_pace_ns): without
  * it writers fill the free slots at the cache device's speed and then all
  * wait for the batch in progress at once, a whole batch's time (about a
  * second over a hard disk, for the large batches that make writeback
@@ -39,7 +39,7 @@ static bool wb_pace_open(struct wb_device *wb)
 {
 	u64 now = ktime_get_ns();
 	u64 at = wb->next_open_ns;
-	u64 pace = min_t(u64, wb->writeback_ns_per_seg, WB_PACE_MAX_NS);
+	u64 pace = min_t(u64, wb_open_pace_ns(wb), WB_PACE_MAX_NS);
 
 	if (!wb_ring_short(wb)) {
 		wb->next_open_ns = now;
@@ -73,6 +73,7 @@ static bool wb_pace_open(struct wb_device *wb)
 int __wb_get_cur(struct wb_device *wb, bool wait_slot)
 {
 	struct wb_segment *seg;
+	bool paced = false;
 	u64 id;
 
 	while (!wb->cur) {
@@ -88,8 +89,16 @@ int __wb_get_cur(struct wb_device *wb, bool wait_slot)
 			spin_lock(&wb->lock);
 			continue;
 		}
-		if (wb_pace_open(wb))
-			continue;
+		/*
+		 * One pause per segment: a wait for a buffer after it would
+		 * otherwise start a second one, and segments opened at half
+		 * the pace (writes waited 120 ms where 65 were due).
+		 */
+		if (!paced) {
+			if (wb_pace_open(wb))
+				continue;
+			paced = true;
+		}
 		if (wb->nr_seg_bufs == WB_NR_RAMBUF) {
 			spin_unlock(&wb->lock);
 			wb_wait_io(wb->wait, READ_ONCE(wb->nr_seg_bufs) <

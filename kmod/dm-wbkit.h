@@ -379,11 +379,14 @@ struct wb_device {
 	atomic_t drop_caches;
 	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
 	/*
-	 * Writeback's recent time per segment (ns, under wb->lock), and when
-	 * the next segment may open while the ring is short of free slots
-	 * (wb_pace_open).
+	 * Writeback's recent time per segment and per block written (ns,
+	 * under wb->lock), when the batch in progress should end (0: none),
+	 * and when the next segment may open while the ring is short of free
+	 * slots (wb_pace_open).
 	 */
 	u64 writeback_ns_per_seg;
+	u64 writeback_ns_per_block;
+	u64 batch_due_ns;
 	u64 next_open_ns;
 	/* Background writeback allowed (wb_update_writeback_allowed). */
 	bool writeback_allowed;
@@ -513,6 +516,7 @@ int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);
 bool wb_ring_short(struct wb_device *wb);
+u64 wb_open_pace_ns(struct wb_device *wb);
 void wb_update_writeback_allowed(struct wb_device *wb, unsigned long *ticks,
 				 unsigned long *at);
 
