@@ -899,7 +899,6 @@ static void wb_writeback_batch_locked(struct wb_device *wb)
  * (which writes back in its caller while the daemon is stopped, and may
  * overlap a resume that starts it again).
  */
-
 void wb_writeback_batch(struct wb_device *wb)
 {
 	mutex_lock(&wb->batch_lock);
