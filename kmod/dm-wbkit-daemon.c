@@ -64,9 +64,9 @@ bool wb_ring_short(struct wb_device *wb)
  * 32 MiB cache). With no batch in progress, or one past its due time (it
  * may end any moment), the average per segment. Called with wb->lock held.
  */
-u64 wb_open_pace_ns(struct wb_device *wb)
+u64 wb_open_pace_ns(struct wb_device *wb, u64 now)
 {
-	u64 due = wb->batch_due_ns, now = ktime_get_ns();
+	u64 due = wb->batch_due_ns;
 	u64 free = wb_free_slots(wb);
 
 	if (!due || due <= now)
@@ -203,19 +203,20 @@ static unsigned int wb_batch_size(struct wb_device *wb)
  * over the last few batches, which wb_open_pace_ns paces new segments by
  * while the ring is short. Called with wb->lock held.
  */
+static u64 wb_moving_average(u64 average, u64 sample)
+{
+	return average ? (3 * average + sample) / 4 : sample;
+}
+
 static void wb_note_writeback_time(struct wb_device *wb, u64 ns, unsigned int n,
 				   unsigned int blocks)
 {
-	u64 per_seg = div_u64(ns, n);
-
-	wb->writeback_ns_per_seg = wb->writeback_ns_per_seg ?
-		(3 * wb->writeback_ns_per_seg + per_seg) / 4 : per_seg;
-	if (blocks) {
-		u64 per_block = div_u64(ns, blocks);
-
-		wb->writeback_ns_per_block = wb->writeback_ns_per_block ?
-			(3 * wb->writeback_ns_per_block + per_block) / 4 : per_block;
-	}
+	wb->writeback_ns_per_seg = wb_moving_average(wb->writeback_ns_per_seg,
+						     div_u64(ns, n));
+	if (blocks)
+		wb->writeback_ns_per_block =
+			wb_moving_average(wb->writeback_ns_per_block,
+					  div_u64(ns, blocks));
 }
 
 static int wb_entry_cmp(const void *a, const void *b)

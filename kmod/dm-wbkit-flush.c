@@ -39,12 +39,13 @@ static bool wb_pace_open(struct wb_device *wb)
 {
 	u64 now = ktime_get_ns();
 	u64 at = wb->next_open_ns;
-	u64 pace = min_t(u64, wb_open_pace_ns(wb), WB_PACE_MAX_NS);
+	u64 pace;
 
 	if (!wb_ring_short(wb)) {
 		wb->next_open_ns = now;
 		return false;
 	}
+	pace = min_t(u64, wb_open_pace_ns(wb, now), WB_PACE_MAX_NS);
 	/* The daemon may sleep for up to a second before it looks again. */
 	if (wq_has_sleeper(&wb->writeback_wait))
 		wake_up(&wb->writeback_wait);

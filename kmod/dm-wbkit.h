@@ -516,7 +516,7 @@ int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);
 bool wb_ring_short(struct wb_device *wb);
-u64 wb_open_pace_ns(struct wb_device *wb);
+u64 wb_open_pace_ns(struct wb_device *wb, u64 now);
 void wb_update_writeback_allowed(struct wb_device *wb, unsigned long *ticks,
 				 unsigned long *at);
 
