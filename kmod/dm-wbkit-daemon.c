@@ -238,11 +238,6 @@ static int wb_entry_cmp(const void *a, const void *b)
  * of its own later.
  */
 #define WB_AHEAD_SECTORS	BIT(11)
-#define WB_BLOCKS_PER_BUF	(WB_SEGMENT_SIZE / WB_BLOCK_SIZE)
-static_assert(WB_BLOCKS_PER_SEGMENT <= WB_BLOCKS_PER_BUF,
-	      "a segment's blocks written ahead must fit one batch buffer");
-static_assert(WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT <= U16_MAX + 1,
-	      "wb_writeback_entry.ahead_idx must index every block written ahead");
 
 /*
  * Blocks written ahead with a batch of nr blocks: at most four times as
@@ -293,10 +288,10 @@ static bool wb_near_batch(const struct wb_writeback_entry *e, unsigned int nr,
  * later over it; the window is scanned in log order and the scan ends at
  * WB_AHEAD_BUDGET, so a newer copy is never chosen without the older ones.
  * The window holds at most WB_MAX_BATCH - n segments of
- * WB_BLOCKS_PER_SEGMENT blocks, so their data fits the batch buffers the
- * batch leaves unused (WB_BLOCKS_PER_BUF each). Appends to
- * wb->writeback_entries after the batch's nr (sorted) entries and returns
- * how many it added. Called without wb->lock.
+ * WB_BLOCKS_PER_SEGMENT blocks, so the entries fit wb->writeback_entries
+ * beside the batch's. Appends to wb->writeback_entries after the batch's
+ * nr (sorted) entries and returns how many it added. Called without
+ * wb->lock.
  */
 static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 				     unsigned int n, unsigned int nr)
@@ -328,7 +323,6 @@ static unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 			entries[nr + nr_ahead] = (struct wb_writeback_entry) {
 				.sector = mb->sector,
 				.batch_idx = b,
-				.ahead_idx = nr_ahead,
 				.idx = j,
 				.data_bits = mb->data_bits,
 			};
@@ -346,16 +340,6 @@ static struct wb_metablock *wb_entry_mb(struct wb_device *wb, u64 lw,
 	return &wb_seg_of_id(wb, lw + 1 + e->batch_idx)->mb[e->idx];
 }
 
-/* The data of a batch entry: in its segment's buffer, or read ahead. */
-static void *wb_entry_data(struct wb_device *wb,
-			   const struct wb_writeback_entry *e, unsigned int n)
-{
-	if (e->batch_idx < n)
-		return wb->batch_data[e->batch_idx] + e->idx * WB_BLOCK_SIZE;
-	return wb->ahead_bufs[e->ahead_idx / WB_BLOCKS_PER_BUF] +
-	       (e->ahead_idx % WB_BLOCKS_PER_BUF) * WB_BLOCK_SIZE;
-}
-
 /* Submits the dirty sectors of one block as runs of contiguous sectors. */
 static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
 			   blk_opf_t opf, struct wb_writeback_entry *e,
@@ -370,97 +354,139 @@ static void wb_submit_runs(struct wb_device *wb, struct wb_aio *aio,
 }
 
 /*
- * The data of the batch's segments that hold dirty blocks: a segment that
- * kept its RAM buffer lends it (taken off wb->retained, so nobody reclaims
- * it meanwhile; readers may still copy out of it), the others get a pool
- * buffer to be read into. The kept ones go first, so that taking a buffer
- * does not reclaim a kept one of this very batch.
+ * Whether the batch writes entry i of the nr sorted ones: a newer copy of
+ * the block in the batch holds a superset of its dirty sectors (writes
+ * merge older dirty sectors; replay wrote the others to the backing
+ * device), and the whole batch is marked clean at once: only the newest
+ * is written.
  */
-static void wb_get_batch_bufs(struct wb_device *wb, struct wb_segment **segs,
-			      const bool *has_dirty, unsigned int n,
-			      unsigned int nr_ahead)
+static bool wb_entry_written(struct wb_device *wb, unsigned int i,
+			     unsigned int nr)
 {
-	unsigned int b;
+	return i + 1 == nr || wb->writeback_entries[i + 1].sector !=
+			      wb->writeback_entries[i].sector;
+}
 
-	spin_lock(&wb->lock);
-	for (b = 0; b < n; b++) {
-		wb->batch_kept[b] = has_dirty[b] && segs[b]->buf;
-		wb->batch_taken[b] = NULL;
-		if (wb->batch_kept[b]) {
-			list_del_init(&segs[b]->retain_node);
-			wb->batch_data[b] = segs[b]->buf + WB_BLOCK_SIZE;
+/*
+ * Fills one chunk of wb->stream with the data of the next entries the
+ * batch writes, from entry *i on: a block whose segment kept its RAM
+ * buffer is copied from it (4 KiB under the lock, as a merge), the others
+ * are read from the cache device. The segments cannot change: they are
+ * durable and not written back. Returns how many blocks it holds (0 at
+ * the end of the batch) and moves *i past them; on a read error the
+ * device is dead or, for a transient one, *i is left as it was.
+ */
+static unsigned int wb_stream_fill(struct wb_device *wb, u64 lw,
+				   unsigned int *i, unsigned int nr,
+				   void *chunk, int *err)
+{
+	DECLARE_BITMAP(from_dev, WB_STREAM_CHUNK_BLOCKS);
+	struct blk_plug plug;
+	struct wb_aio aio;
+	unsigned int k, e, b;
+
+	do {
+		bitmap_zero(from_dev, WB_STREAM_CHUNK_BLOCKS);
+		wb_aio_init(&aio);
+		blk_start_plug(&plug);
+		for (k = 0, e = *i; e < nr && k < WB_STREAM_CHUNK_BLOCKS; e++) {
+			struct wb_writeback_entry *we = &wb->writeback_entries[e];
+			struct wb_segment *seg =
+				wb_seg_of_id(wb, lw + 1 + we->batch_idx);
+			void *dst = chunk + k * WB_BLOCK_SIZE;
+
+			if (!wb_entry_written(wb, e, nr))
+				continue;
+			spin_lock(&wb->lock);
+			if (seg->buf) {
+				memcpy(dst, seg->buf + WB_BLOCK_SIZE * (1 + we->idx),
+				       WB_BLOCK_SIZE);
+				spin_unlock(&wb->lock);
+			} else {
+				spin_unlock(&wb->lock);
+				__set_bit(k, from_dev);
+				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
+					      wb_mb_cache_sector(wb, &seg->mb[we->idx]),
+					      dst, WB_BLOCK_SIZE);
+			}
+			k++;
+		}
+		blk_finish_plug(&plug);
+		*err = wb_aio_wait(&aio);
+	} while (wb_retry_transient(wb, *err));
+	if (*err) {
+		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, aio.err_sector, *err);
+		return 0;
+	}
+	for_each_set_bit(b, from_dev, k)
+		invalidate_kernel_vmap_range(chunk + b * WB_BLOCK_SIZE,
+					     WB_BLOCK_SIZE);
+	*i = e;
+	return k;
+}
+
+/*
+ * Writes the batch's nr sorted entries to the backing device, the newest
+ * copy of each block (wb_entry_written), through wb->stream: the batch's
+ * memory is the stream's 2 MiB whatever its size (its segments read whole
+ * would take 512 KiB each, 16 MiB for a batch of 32). Chunk after chunk
+ * is filled
+ * (wb_stream_fill) and its writes submitted plugged, so that adjacent
+ * blocks merge into larger requests (the point of sorting); a chunk is
+ * refilled once its writes ended, so WB_STREAM_CHUNKS - 1 chunks of
+ * writes are in flight while the next one is read, and the backing device
+ * sees the batch's writes in sector order without a gap. Returns 0 or the
+ * first error: a cache device read error has killed the target, a backing
+ * write error is the caller's.
+ */
+static int wb_stream_writeback(struct wb_device *wb, u64 lw, unsigned int nr,
+			       blk_opf_t write_opf, sector_t *err_sector)
+{
+	struct wb_aio writes[WB_STREAM_CHUNKS];
+	bool busy[WB_STREAM_CHUNKS] = { };
+	unsigned int i = 0, c, k, e, filled;
+	struct blk_plug plug;
+	int err = 0, werr;
+
+	for (c = 0; i < nr; c = (c + 1) % WB_STREAM_CHUNKS) {
+		void *chunk = wb->stream + c * WB_STREAM_CHUNK_BLOCKS * WB_BLOCK_SIZE;
+		unsigned int first = i;
+
+		if (busy[c]) {
+			busy[c] = false;
+			err = wb_aio_wait(&writes[c]);
+			if (err) {
+				*err_sector = writes[c].err_sector;
+				break;
+			}
+		}
+		filled = wb_stream_fill(wb, lw, &i, nr, chunk, &err);
+		if (err)
+			break;
+		wb_aio_init(&writes[c]);
+		busy[c] = true;
+		blk_start_plug(&plug);
+		for (k = 0, e = first; k < filled; e++) {
+			if (!wb_entry_written(wb, e, nr))
+				continue;
+			wb_submit_runs(wb, &writes[c], write_opf,
+				       &wb->writeback_entries[e],
+				       chunk + k * WB_BLOCK_SIZE);
+			k++;
+		}
+		blk_finish_plug(&plug);
+	}
+	/* The stream is reused by the next batch: every write must end. */
+	for (c = 0; c < WB_STREAM_CHUNKS; c++) {
+		if (!busy[c])
+			continue;
+		werr = wb_aio_wait(&writes[c]);
+		if (werr && !err) {
+			err = werr;
+			*err_sector = writes[c].err_sector;
 		}
 	}
-	for (b = 0; b < n; b++) {
-		if (!has_dirty[b] || wb->batch_kept[b])
-			continue;
-		wb->batch_taken[b] = wb_take_buf(wb);
-		wb->batch_data[b] = wb->batch_taken[b];
-	}
-	while (wb->nr_ahead_bufs * WB_BLOCKS_PER_BUF < nr_ahead)
-		wb->ahead_bufs[wb->nr_ahead_bufs++] = wb_take_buf(wb);
-	spin_unlock(&wb->lock);
-}
-
-/*
- * Gives the batch's buffers back: the borrowed ones to their segments, which
- * are older than any other kept segment (so at the front, in id order), the
- * read ones to the pool. Called with wb->lock held.
- */
-static void wb_put_batch_bufs(struct wb_device *wb, struct wb_segment **segs,
-			      unsigned int n)
-{
-	unsigned int b;
-
-	for (b = n; b-- > 0;) {
-		if (wb->batch_kept[b])
-			list_add(&segs[b]->retain_node, &wb->retained);
-		if (wb->batch_taken[b])
-			wb->free_rambuf[wb->nr_free_rambuf++] = wb->batch_taken[b];
-		wb->batch_kept[b] = false;
-		wb->batch_taken[b] = NULL;
-	}
-	while (wb->nr_ahead_bufs)
-		wb->free_rambuf[wb->nr_free_rambuf++] =
-			wb->ahead_bufs[--wb->nr_ahead_bufs];
-}
-
-static void wb_put_batch_bufs_locked(struct wb_device *wb,
-				     struct wb_segment **segs, unsigned int n)
-{
-	spin_lock(&wb->lock);
-	wb_put_batch_bufs(wb, segs, n);
-	spin_unlock(&wb->lock);
-	wake_up_all(&wb->wait);
-}
-
-/*
- * Reads the batch's segments that got a pool buffer (wb_get_batch_bufs)
- * from the cache device, into aio.
- */
-static void wb_read_batch_segs(struct wb_device *wb, struct wb_aio *aio,
-			       struct wb_segment **segs, const u8 *lens,
-			       unsigned int n)
-{
-	unsigned int b;
-
-	for (b = 0; b < n; b++)
-		if (wb->batch_taken[b])
-			wb_aio_submit(wb, aio, WB_DEV_CACHE, REQ_OP_READ,
-				      wb_data_block_sector(segs[b]->slot, 0),
-				      wb->batch_taken[b], lens[b] * WB_BLOCK_SIZE);
-}
-
-/* After wb_read_batch_segs' reads completed: the CPU sees their data. */
-static void wb_batch_segs_read(struct wb_device *wb, const u8 *lens,
-			       unsigned int n)
-{
-	unsigned int b;
-
-	for (b = 0; b < n; b++)
-		if (wb->batch_taken[b])
-			invalidate_kernel_vmap_range(wb->batch_taken[b],
-						     lens[b] * WB_BLOCK_SIZE);
+	return err;
 }
 
 /*
@@ -491,22 +517,20 @@ static int wb_make_durable(struct wb_device *wb, u64 id)
 }
 
 /*
- * Writes back the oldest flushed segments (wb_batch_size): read them from
- * the cache device (unless their RAM buffer is still kept), write their
- * dirty sectors to the backing device sorted by sector, flush the backing
- * device, then mark them clean. Their blocks stay in the lookup as clean
- * copies.
+ * Writes back the oldest flushed segments (wb_batch_size): write their
+ * dirty sectors to the backing device sorted by sector, streamed from the
+ * cache device or from the RAM buffers still kept (wb_stream_writeback),
+ * flush the backing device, then mark them clean. Their blocks stay in
+ * the lookup as clean copies.
  */
 static void __wb_writeback_batch(struct wb_device *wb)
 {
 	struct wb_segment *segs[WB_MAX_BATCH];
 	u8 lens[WB_MAX_BATCH];
-	bool has_dirty[WB_MAX_BATCH];
 	unsigned int nr = 0, nr_ahead, b, n, i, j;
-	struct wb_aio aio;
-	struct blk_plug plug;
 	blk_opf_t write_opf = REQ_OP_WRITE;
 	u64 lw, start_ns = ktime_get_ns();
+	sector_t err_sector = 0;
 	int err;
 
 	/*
@@ -533,7 +557,6 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + b);
 
 		segs[b] = seg;
-		has_dirty[b] = false;
 		/* A flushed segment owns its slot until it is written back. */
 		lens[b] = seg->id == lw + 1 + b ? seg->length : 0;
 		for (j = 0; j < lens[b]; j++) {
@@ -550,7 +573,6 @@ static void __wb_writeback_batch(struct wb_device *wb)
 			 */
 			if (!mb->dirty || mb->obsolete)
 				continue;
-			has_dirty[b] = true;
 			wb->writeback_entries[nr++] = (struct wb_writeback_entry) {
 				.sector = mb->sector,
 				.batch_idx = b,
@@ -574,67 +596,19 @@ static void __wb_writeback_batch(struct wb_device *wb)
 				   (nr + nr_ahead) * wb->writeback_ns_per_block;
 	spin_unlock(&wb->lock);
 
-	/*
-	 * The segments cannot change: they are flushed and not written back.
-	 * Their reads go out together.
-	 */
-	wb_get_batch_bufs(wb, segs, has_dirty, n, nr_ahead);
-	do {
-		wb_aio_init(&aio);
-		blk_start_plug(&plug);
-		wb_read_batch_segs(wb, &aio, segs, lens, n);
-		for (i = nr; i < nr + nr_ahead; i++) {
-			struct wb_writeback_entry *e = &wb->writeback_entries[i];
-
-			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
-				      wb_mb_cache_sector(wb, wb_entry_mb(wb, lw, e)),
-				      wb_entry_data(wb, e, n), WB_BLOCK_SIZE);
-		}
-		blk_finish_plug(&plug);
-		err = wb_aio_wait(&aio);
-	} while (wb_retry_transient(wb, err));
-	if (err) {
-		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, aio.err_sector, err);
-		wb_put_batch_bufs_locked(wb, segs, n);
-		return;
-	}
-	wb_batch_segs_read(wb, lens, n);
-	for (b = 0; b < wb->nr_ahead_bufs; b++)
-		invalidate_kernel_vmap_range(wb->ahead_bufs[b], WB_SEGMENT_SIZE);
-
 	nr += nr_ahead;
 	if (nr_ahead)
 		sort(wb->writeback_entries, nr, sizeof(*wb->writeback_entries),
 		     wb_entry_cmp, NULL);
-	wb_aio_init(&aio);
-	/*
-	 * Plugged, the sorted writes reach the backing queue together and
-	 * adjacent blocks merge into larger requests: the point of sorting.
-	 */
-	blk_start_plug(&plug);
-	for (i = 0; i < nr; i++) {
-		struct wb_writeback_entry *e = &wb->writeback_entries[i];
-
-		/*
-		 * A newer copy of the block in this batch holds a superset of
-		 * this one's dirty sectors (writes merge older dirty sectors;
-		 * replay wrote the others to the backing device), and the
-		 * whole batch is marked clean at once: write the newest only.
-		 */
-		if (i + 1 < nr && wb->writeback_entries[i + 1].sector == e->sector)
-			continue;
-		wb_submit_runs(wb, &aio, write_opf, e, wb_entry_data(wb, e, n));
-	}
-	blk_finish_plug(&plug);
-	err = wb_aio_wait(&aio);
+	err = wb_stream_writeback(wb, lw, nr, write_opf, &err_sector);
+	if (wb_dead(wb))
+		return;
 	if (wb_err_transient(err)) {
-		wb_put_batch_bufs_locked(wb, segs, n);
 		wb_retry_transient(wb, err);
 		return;		/* the batch is written again later */
 	}
 	if (err) {
-		wb_set_dead(wb, WB_DEV_BACKING, WB_OP_WRITE, aio.err_sector, err);
-		wb_put_batch_bufs_locked(wb, segs, n);
+		wb_set_dead(wb, WB_DEV_BACKING, WB_OP_WRITE, err_sector, err);
 		return;
 	}
 
@@ -644,10 +618,8 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	 * and the superblock record may name them.
 	 */
 	err = wb_flush_dev(wb, WB_DEV_BACKING);
-	if (err) {
-		wb_put_batch_bufs_locked(wb, segs, n);
+	if (err)
 		return;
-	}
 
 written:
 	/*
@@ -656,9 +628,6 @@ written:
 	 * their readers before it overwrites the slot).
 	 */
 	spin_lock(&wb->lock);
-	/* Before the slots count as free: wb_get_cur reclaims kept buffers. */
-	if (nr)
-		wb_put_batch_bufs(wb, segs, n);
 	for (b = 0; b < n; b++)
 		for (j = 0; j < lens[b]; j++)
 			wb_mark_clean(wb, &segs[b]->mb[j]);
@@ -777,6 +746,63 @@ done:
 }
 
 /*
+ * The data of the segments a move forward copies, into wb->stream one
+ * after the other (wb->batch_data[b]; the caller keeps their blocks within
+ * WB_STREAM_BLOCKS): from a segment that kept its RAM buffer the blocks
+ * the move copies (wb_forward_needed, which only ever turns false) are
+ * copied under the lock, the others are read whole from the cache device.
+ * Nothing borrows a kept buffer: the move's own wb_get_cur may need one
+ * back. Returns 0, or the error that killed the target.
+ */
+static int wb_forward_read(struct wb_device *wb, struct wb_segment **segs,
+			   const bool *has_dirty, const u8 *lens,
+			   unsigned int n)
+{
+	bool from_dev[WB_MAX_BATCH];
+	unsigned int b, j, used = 0;
+	struct wb_aio aio;
+	int err;
+
+	for (b = 0; b < n; b++) {
+		struct wb_segment *seg = segs[b];
+		void *data = wb->stream + used * WB_BLOCK_SIZE;
+
+		wb->batch_data[b] = data;
+		from_dev[b] = false;
+		if (!has_dirty[b])
+			continue;
+		used += lens[b];
+		spin_lock(&wb->lock);
+		from_dev[b] = !seg->buf;
+		for (j = 0; seg->buf && j < lens[b]; j++)
+			if (wb_forward_needed(&seg->mb[j]))
+				memcpy(data + j * WB_BLOCK_SIZE,
+				       seg->buf + WB_BLOCK_SIZE * (1 + j),
+				       WB_BLOCK_SIZE);
+		spin_unlock(&wb->lock);
+	}
+	do {
+		wb_aio_init(&aio);
+		for (b = 0; b < n; b++)
+			if (from_dev[b])
+				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
+					      wb_data_block_sector(segs[b]->slot, 0),
+					      wb->batch_data[b],
+					      lens[b] * WB_BLOCK_SIZE);
+		err = wb_aio_wait(&aio);
+	} while (wb_retry_transient(wb, err));
+	if (err) {
+		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, aio.err_sector, err);
+		return err;
+	}
+	for (b = 0; b < n; b++)
+		if (from_dev[b])
+			invalidate_kernel_vmap_range(wb->batch_data[b],
+						     lens[b] * WB_BLOCK_SIZE);
+	return 0;
+}
+
+/*
  * Moves small segments at the head of the ring forward in the log instead
  * of writing them back: their newest dirty copies go into the open
  * segment, and once that segment is durable they count as written back
@@ -802,10 +828,8 @@ static bool wb_forward_heads(struct wb_device *wb)
 	struct wb_segment *segs[WB_MAX_BATCH];
 	u8 lens[WB_MAX_BATCH];
 	bool has_dirty[WB_MAX_BATCH];
-	unsigned int n, k, j, room, nr_blocks = 0;
-	struct wb_aio aio;
+	unsigned int n, k, j, room, nr_blocks = 0, nr_read = 0;
 	u64 lw, target = 0;
-	int err;
 
 	if (!wb_forward_wanted(wb))
 		return false;
@@ -817,9 +841,12 @@ static bool wb_forward_heads(struct wb_device *wb)
 		u8 len = seg->id == lw + 1 + n ? seg->length : 0;
 		unsigned int need = wb_forward_count(seg, len);
 
-		if (need > WB_FORWARD_MAX_BLOCKS || nr_blocks + need > room)
+		/* Whole segments are read, into wb->stream. */
+		if (need > WB_FORWARD_MAX_BLOCKS || nr_blocks + need > room ||
+		    nr_read + len > WB_STREAM_BLOCKS)
 			break;
 		nr_blocks += need;
+		nr_read += need ? len : 0;
 		segs[n] = seg;
 		lens[n] = len;
 		has_dirty[n] = need;
@@ -836,18 +863,8 @@ static bool wb_forward_heads(struct wb_device *wb)
 	}
 	spin_unlock(&wb->lock);
 
-	wb_get_batch_bufs(wb, segs, has_dirty, n, 0);
-	do {
-		wb_aio_init(&aio);
-		wb_read_batch_segs(wb, &aio, segs, lens, n);
-		err = wb_aio_wait(&aio);
-	} while (wb_retry_transient(wb, err));
-	if (err) {
-		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, aio.err_sector, err);
-		wb_put_batch_bufs_locked(wb, segs, n);
+	if (wb_forward_read(wb, segs, has_dirty, lens, n))
 		return true;
-	}
-	wb_batch_segs_read(wb, lens, n);
 
 	for (k = 0; k < n; k++) {
 		bool moved;
@@ -860,7 +877,6 @@ static bool wb_forward_heads(struct wb_device *wb)
 		if (!moved)
 			break;
 	}
-	wb_put_batch_bufs_locked(wb, segs, n);
 	if (!k)
 		return false;
 

@@ -213,8 +213,8 @@ void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg)
  * With no pool buffer free: takes back the oldest kept one, else waits until
  * one is free or kept (or the target dies). Called with wb->lock held; drops
  * it meanwhile, so the caller looks again. One is always free or kept, or
- * about to be (another thread's wb_reclaim_buf): the pool holds
- * WB_NR_RAMBUF segments and a whole writeback batch at once.
+ * about to be (another thread's wb_reclaim_buf): the pool holds more than
+ * WB_NR_RAMBUF segments, and nothing else takes a buffer from it.
  */
 void wb_wait_free_buf(struct wb_device *wb)
 {
@@ -228,14 +228,6 @@ void wb_wait_free_buf(struct wb_device *wb)
 	wb_wait_io(wb->wait, READ_ONCE(wb->nr_free_rambuf) ||
 		   !list_empty(&wb->retained) || wb_dead(wb));
 	spin_lock(&wb->lock);
-}
-
-/* A buffer from the pool. Called with wb->lock held; may drop it. */
-void *wb_take_buf(struct wb_device *wb)
-{
-	while (!wb->nr_free_rambuf)
-		wb_wait_free_buf(wb);
-	return wb->free_rambuf[--wb->nr_free_rambuf];
 }
 
 /*

@@ -544,33 +544,30 @@ static int wb_write_kept_sectors(struct wb_device *wb, u64 last_id, u64 lw,
 static int wb_scan_ids(struct wb_device *wb, u64 *max_id)
 {
 	unsigned int hdr_bytes = wb_header_lbs(wb);
-	unsigned int per_buf = WB_BLOCKS_PER_SEGMENT * WB_BLOCK_SIZE / hdr_bytes;
+	unsigned int per_round = WB_SCRATCH_SIZE / hdr_bytes;
 	u64 k, first, n;
 	struct wb_aio aio;
 	int err;
 
 	*max_id = 0;
 	for (first = 0; first < wb->nr_segments; first += n) {
-		n = min_t(u64, wb->nr_segments - first,
-			  (u64)per_buf * WB_MAX_BATCH);
+		n = min_t(u64, wb->nr_segments - first, per_round);
 		wb_aio_init(&aio);
 		for (k = 0; k < n; k++)
 			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
 				      wb_slot_start_sector(first + k),
-				      wb_scratch(wb, k / per_buf) +
-				      (k % per_buf) * hdr_bytes, hdr_bytes);
+				      wb_scratch(wb) + k * hdr_bytes, hdr_bytes);
 		err = wb_aio_wait(&aio);
 		if (err) {
 			wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, aio.err_sector,
 				    err);
 			return err;
 		}
+		invalidate_kernel_vmap_range(wb_scratch(wb), n * hdr_bytes);
 		for (k = 0; k < n; k++) {
-			void *p = wb_scratch(wb, k / per_buf) +
-				  (k % per_buf) * hdr_bytes;
+			void *p = wb_scratch(wb) + k * hdr_bytes;
 			u64 id;
 
-			invalidate_kernel_vmap_range(p, hdr_bytes);
 			id = le64_to_cpu(((struct wb_segment_header_device *)p)->id);
 			wb->segs[first + k].id = id;
 			*max_id = max(*max_id, id);
@@ -961,7 +958,7 @@ static const char *wb_known_signature(const u8 *blk, const u8 *blk2,
 int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error)
 {
 	struct block_device *bdev = wb->cache_dev->bdev;
-	u8 *blk64 = wb_scratch(wb, 0);
+	u8 *blk64 = wb_scratch(wb);
 	const char *what;
 	u32 magic;
 	int err;

@@ -176,6 +176,7 @@ static void wb_destroy(struct wb_device *wb)
 	kvfree(wb->rc_cells);
 	for (i = 0; i < WB_NR_BUFS; i++)
 		vfree(wb->rambuf[i]);
+	vfree(wb->stream);
 	free_page((unsigned long)wb->bounce);
 	free_page((unsigned long)wb->bounce2);
 	free_page((unsigned long)wb->zero_block);
@@ -224,6 +225,9 @@ static int wb_alloc_metadata(struct wb_device *wb)
 			return -ENOMEM;
 		wb->free_rambuf[wb->nr_free_rambuf++] = wb->rambuf[i];
 	}
+	wb->stream = vmalloc(WB_SCRATCH_SIZE);
+	if (!wb->stream)
+		return -ENOMEM;
 	wb->rc_nr = wb->tunable[WB_T_NR_READ_CACHE_CELLS];
 	wb->rc_nr_free = wb->rc_nr;
 	atomic_set(&wb->rc_pending, wb->rc_nr);

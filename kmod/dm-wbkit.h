@@ -22,10 +22,9 @@
  *   it checksums and writes the segment.
  * - seg->nr_buf_readers: reads copying out of a sealed segment's seg->buf
  *   (the open segment's blocks are overwritten in place, so reads copy
- *   those under the lock); the buffer goes back to the pool only at 0. A
- *   writeback batch that reads a kept buffer takes its segment off
- *   wb->retained instead, so that nothing reclaims the buffer until the
- *   batch gives it back.
+ *   those under the lock); the buffer goes back to the pool only at 0.
+ *   Writeback and the move forward copy blocks out of a kept buffer under
+ *   the lock instead.
  * - seg->nr_dev_readers: reads of the slot on the cache device (remapped
  *   read hits, merges); the flusher waits for 0 before it writes a new
  *   segment into the slot. Pins are only taken through the hash table,
@@ -73,19 +72,29 @@
 static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than replay allows for");
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
 /*
- * dm-writeboost allocates its 2048 read cache cells (8 MiB) whatever the
- * read_cache_threshold; dm-wbkit allocates them only once read caching is
- * on and gives the written segments this many more buffers instead: with
- * read caching off (the default) both targets hold 28 MiB per device.
+ * Written segments that keep their RAM buffer at most when the segments
+ * not yet written hold theirs (wb->retained): reads of them need no device
+ * read. A writeback batch does not hold its segments' data (it streams it,
+ * wb->stream), so the pool needs no more than this for writes never to
+ * wait for writeback's memory.
  */
-#define WB_NR_SPARE_BUFS	16
+#define WB_NR_SPARE_BUFS	4
 /*
- * The buffer pool: enough for WB_NR_RAMBUF segments and a whole writeback
- * batch at once, so neither ever waits for the other. Buffers neither
- * uses stay with the segments written last (wb->retained), which serve
- * read hits from RAM.
+ * The buffer pool: WB_NR_RAMBUF segments not yet written, and the spare
+ * ones. Buffers the segments do not use stay with the segments written
+ * last (wb->retained), which serve read hits from RAM.
  */
-#define WB_NR_BUFS		(WB_NR_RAMBUF + WB_MAX_BATCH + WB_NR_SPARE_BUFS)
+#define WB_NR_BUFS		(WB_NR_RAMBUF + WB_NR_SPARE_BUFS)
+/*
+ * Writeback's data in flight (wb->stream): WB_STREAM_CHUNKS chunks of
+ * WB_STREAM_CHUNK_BLOCKS blocks, 2 MiB in all, whatever the batch's size.
+ * A chunk is read from the cache device (or copied from a kept buffer)
+ * while the chunks before it are being written to the backing device, so
+ * the backing device's queue stays full (see wb_stream_writeback).
+ */
+#define WB_STREAM_CHUNK_BLOCKS	128
+#define WB_STREAM_CHUNKS	4
+#define WB_STREAM_BLOCKS	(WB_STREAM_CHUNK_BLOCKS * WB_STREAM_CHUNKS)
 /* Group commit waits at most this long for more flush/FUA bios (ns). */
 #define WB_GATHER_MAX_NS	(2 * NSEC_PER_MSEC)
 #define WB_STATLEN		16
@@ -210,7 +219,6 @@ struct wb_writeback_entry {
 	 * (a block written ahead, see wb_collect_ahead).
 	 */
 	u32 batch_idx;
-	u16 ahead_idx;		/* written ahead: its block in wb->ahead_bufs */
 	u8 idx;			/* block within the segment */
 	u8 data_bits;
 };
@@ -332,9 +340,8 @@ struct wb_device {
 	unsigned int nr_seg_bufs;	/* held by open and unwritten segments */
 	/*
 	 * Written segments that keep their RAM buffer, oldest first: when no
-	 * buffer is free, a new segment or a writeback batch takes the
-	 * oldest one. A batch borrows the kept buffers of its own segments
-	 * (off this list meanwhile) instead of reading the cache device.
+	 * buffer is free, a new segment takes the oldest one. Writeback
+	 * copies blocks out of them instead of reading the cache device.
 	 */
 	struct list_head retained;
 	struct list_head flush_queue;	/* sealed, in id order */
@@ -368,13 +375,9 @@ struct wb_device {
 	struct task_struct *writeback_task;
 	struct mutex batch_lock;	/* one writeback batch at a time */
 	wait_queue_head_t writeback_wait;
-	/* Per segment of the batch, under batch_lock: */
-	void *batch_data[WB_MAX_BATCH];	/* its data blocks */
-	void *batch_taken[WB_MAX_BATCH];	/* a pool buffer the batch read into */
-	bool batch_kept[WB_MAX_BATCH];	/* borrowed: seg->buf, off wb->retained */
-	/* Pool buffers that blocks written ahead are read into, in order. */
-	void *ahead_bufs[WB_MAX_BATCH];
-	unsigned int nr_ahead_bufs;
+	/* Per segment of a move forward, under batch_lock: its data blocks. */
+	void *batch_data[WB_MAX_BATCH];
+	void *stream;			/* WB_STREAM_BLOCKS, under batch_lock */
 	struct wb_writeback_entry *writeback_entries;
 	atomic_t drop_caches;
 	unsigned int nr_cur_batched;	/* segments in the last batch, 0: none yet */
@@ -493,7 +496,6 @@ void wb_unpin_dev(struct wb_device *wb, struct wb_segment *seg);
 void wb_unpin_buf(struct wb_device *wb, struct wb_segment *seg);
 void wb_reclaim_buf(struct wb_device *wb, struct wb_segment *seg);
 void wb_wait_free_buf(struct wb_device *wb);
-void *wb_take_buf(struct wb_device *wb);
 
 /* dm-wbkit-io.c: the bio path */
 int writeboost_map(struct dm_target *ti, struct bio *bio);
@@ -586,12 +588,13 @@ static inline struct block_device *wb_bdev(struct wb_device *wb,
 }
 
 /*
- * Scratch space for construction and replay, before the threads start: the
- * buffers a writeback batch would use.
+ * Scratch space for construction and replay, before the threads start:
+ * writeback's stream, WB_SCRATCH_SIZE bytes.
  */
-static inline void *wb_scratch(struct wb_device *wb, unsigned int i)
+#define WB_SCRATCH_SIZE		(WB_STREAM_BLOCKS * WB_BLOCK_SIZE)
+static inline void *wb_scratch(struct wb_device *wb)
 {
-	return wb->rambuf[WB_NR_RAMBUF + i];
+	return wb->stream;
 }
 
 /* Slot of segment id (ids start at 1). */
