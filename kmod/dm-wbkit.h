@@ -72,11 +72,11 @@
 static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than replay allows for");
 #define WB_MAX_BATCH		32	/* upper bound of nr_max_batched_writeback */
 /*
- * Written segments that keep their RAM buffer at most when the segments
- * not yet written hold theirs (wb->retained): reads of them need no device
- * read. A writeback batch does not hold its segments' data (it streams it,
- * wb->stream), so the pool needs no more than this for writes never to
- * wait for writeback's memory.
+ * Buffers beyond WB_NR_RAMBUF: written segments keep them (wb->retained)
+ * even while WB_NR_RAMBUF segments are being filled and written, so reads
+ * of the segments written last need no device read. Writeback takes none
+ * (it streams its data through wb->stream), so writes never wait for
+ * writeback's memory.
  */
 #define WB_NR_SPARE_BUFS	4
 /*
