@@ -430,9 +430,8 @@ static unsigned int wb_stream_fill(struct wb_device *wb, u64 lw,
  * copy of each block (wb_entry_written), through wb->stream: the batch's
  * memory is the stream's 2 MiB whatever its size (its segments read whole
  * would take 512 KiB each, 16 MiB for a batch of 32). Chunk after chunk
- * is filled
- * (wb_stream_fill) and its writes submitted plugged, so that adjacent
- * blocks merge into larger requests (the point of sorting); a chunk is
+ * is filled (wb_stream_fill) and its writes submitted plugged, so that
+ * adjacent blocks merge into larger requests (the point of sorting); a chunk is
  * refilled once its writes ended, so WB_STREAM_CHUNKS - 1 chunks of
  * writes are in flight while the next one is read, and the backing device
  * sees the batch's writes in sector order without a gap. Returns 0 or the
@@ -747,7 +746,7 @@ done:
 
 /*
  * The data of the segments a move forward copies, into wb->stream one
- * after the other (wb->batch_data[b]; the caller keeps their blocks within
+ * after the other (data[b]; the caller keeps their blocks within
  * WB_STREAM_BLOCKS): from a segment that kept its RAM buffer the blocks
  * the move copies (wb_forward_needed, which only ever turns false) are
  * copied under the lock, the others are read whole from the cache device.
@@ -756,7 +755,7 @@ done:
  */
 static int wb_forward_read(struct wb_device *wb, struct wb_segment **segs,
 			   const bool *has_dirty, const u8 *lens,
-			   unsigned int n)
+			   unsigned int n, void **data)
 {
 	bool from_dev[WB_MAX_BATCH];
 	unsigned int b, j, used = 0;
@@ -765,9 +764,8 @@ static int wb_forward_read(struct wb_device *wb, struct wb_segment **segs,
 
 	for (b = 0; b < n; b++) {
 		struct wb_segment *seg = segs[b];
-		void *data = wb->stream + used * WB_BLOCK_SIZE;
 
-		wb->batch_data[b] = data;
+		data[b] = wb->stream + used * WB_BLOCK_SIZE;
 		from_dev[b] = false;
 		if (!has_dirty[b])
 			continue;
@@ -776,7 +774,7 @@ static int wb_forward_read(struct wb_device *wb, struct wb_segment **segs,
 		from_dev[b] = !seg->buf;
 		for (j = 0; seg->buf && j < lens[b]; j++)
 			if (wb_forward_needed(&seg->mb[j]))
-				memcpy(data + j * WB_BLOCK_SIZE,
+				memcpy(data[b] + j * WB_BLOCK_SIZE,
 				       seg->buf + WB_BLOCK_SIZE * (1 + j),
 				       WB_BLOCK_SIZE);
 		spin_unlock(&wb->lock);
@@ -787,7 +785,7 @@ static int wb_forward_read(struct wb_device *wb, struct wb_segment **segs,
 			if (from_dev[b])
 				wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
 					      wb_data_block_sector(segs[b]->slot, 0),
-					      wb->batch_data[b],
+					      data[b],
 					      lens[b] * WB_BLOCK_SIZE);
 		err = wb_aio_wait(&aio);
 	} while (wb_retry_transient(wb, err));
@@ -797,7 +795,7 @@ static int wb_forward_read(struct wb_device *wb, struct wb_segment **segs,
 	}
 	for (b = 0; b < n; b++)
 		if (from_dev[b])
-			invalidate_kernel_vmap_range(wb->batch_data[b],
+			invalidate_kernel_vmap_range(data[b],
 						     lens[b] * WB_BLOCK_SIZE);
 	return 0;
 }
@@ -826,6 +824,7 @@ static int wb_forward_read(struct wb_device *wb, struct wb_segment **segs,
 static bool wb_forward_heads(struct wb_device *wb)
 {
 	struct wb_segment *segs[WB_MAX_BATCH];
+	void *data[WB_MAX_BATCH];	/* each segment's data blocks */
 	u8 lens[WB_MAX_BATCH];
 	bool has_dirty[WB_MAX_BATCH];
 	unsigned int n, k, j, room, nr_blocks = 0, nr_read = 0;
@@ -863,7 +862,7 @@ static bool wb_forward_heads(struct wb_device *wb)
 	}
 	spin_unlock(&wb->lock);
 
-	if (wb_forward_read(wb, segs, has_dirty, lens, n))
+	if (wb_forward_read(wb, segs, has_dirty, lens, n, data))
 		return true;
 
 	for (k = 0; k < n; k++) {
@@ -871,7 +870,7 @@ static bool wb_forward_heads(struct wb_device *wb)
 
 		/* Up to half a segment copied under the lock, then a break. */
 		spin_lock(&wb->lock);
-		moved = wb_forward_seg(wb, segs[k], lens[k], wb->batch_data[k],
+		moved = wb_forward_seg(wb, segs[k], lens[k], data[k],
 				       &target);
 		spin_unlock(&wb->lock);
 		if (!moved)

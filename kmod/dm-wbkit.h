@@ -375,8 +375,6 @@ struct wb_device {
 	struct task_struct *writeback_task;
 	struct mutex batch_lock;	/* one writeback batch at a time */
 	wait_queue_head_t writeback_wait;
-	/* Per segment of a move forward, under batch_lock: its data blocks. */
-	void *batch_data[WB_MAX_BATCH];
 	void *stream;			/* WB_STREAM_BLOCKS, under batch_lock */
 	struct wb_writeback_entry *writeback_entries;
 	atomic_t drop_caches;
