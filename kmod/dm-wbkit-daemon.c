@@ -840,9 +840,12 @@ static bool wb_forward_heads(struct wb_device *wb)
 		u8 len = seg->id == lw + 1 + n ? seg->length : 0;
 		unsigned int need = wb_forward_count(seg, len);
 
-		/* Whole segments are read, into wb->stream. */
+		/*
+		 * Whole segments are read, into wb->stream; one with nothing
+		 * to copy is not read at all.
+		 */
 		if (need > WB_FORWARD_MAX_BLOCKS || nr_blocks + need > room ||
-		    nr_read + len > WB_STREAM_BLOCKS)
+		    (need && nr_read + len > WB_STREAM_BLOCKS))
 			break;
 		nr_blocks += need;
 		nr_read += need ? len : 0;
