@@ -9,7 +9,15 @@
 # copied into the open segment instead of written back, and count as
 # written back once that segment is durable.
 #
-# Checked: the move happened (the forward_counts message); every fsynced
+# First, before the stamped writes, a block whose older copy sits alone in
+# the ring's oldest segment, another block alone in the next, and the first
+# block's newer copy in a full segment after them (one the moves leave to
+# writeback): the move of the two small segments must copy the second
+# block only; a copy of the superseded one would be newest, live and in the
+# log.
+#
+# Checked: those blocks read back their newest data, live and after every
+# replay; the move happened (the forward_counts message); every fsynced
 # write reads back live; fio's verify of O_DSYNC writers racing the moves;
 # the log left dirty (removed without drop_caches) replays offline with
 # wbreplay and wbdump finds nothing wrong in it; the kernel replays it (on
@@ -28,6 +36,8 @@ trap 'rm -rf "$work"' EXIT
 vm_image "$work/backing.img" 48M
 vm_image "$work/cache.img" 8M
 
+# 38 MiB: between B's region and fio's, 512 KiB aligned.
+SUPERSEDED_BLOCK=9728
 A="--seed 97 --ops 3000 --size 32M"
 B="--seed 98 --ops 3000 --offset 32M --size 6M --partial-pct 20"
 rc=0
@@ -37,10 +47,24 @@ wb_load_target wbkit
 table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
 dev=/dev/mapper/wb
 wb_dm_create wb "\$table"
+# The superseded copy: block $SUPERSEDED_BLOCK alone in a committed
+# segment, block $((SUPERSEDED_BLOCK + 128)) alone in the next, then block
+# $SUPERSEDED_BLOCK again with the 127 blocks after it, flushed.
+\$DD if=/dev/urandom of=/tmp/older bs=4k count=1 2>/dev/null
+\$DD if=/dev/urandom of=/tmp/newer bs=4k count=129 2>/dev/null
+\$DD if=/tmp/older of=\$dev bs=4k seek=$SUPERSEDED_BLOCK oflag=direct,dsync 2>/dev/null || wb_fail "older copy"
+\$DD if=/tmp/newer of=\$dev bs=4k skip=128 seek=$((SUPERSEDED_BLOCK + 128)) count=1 oflag=direct,dsync 2>/dev/null || wb_fail "second block"
+\$DD if=/tmp/newer of=\$dev bs=4k seek=$SUPERSEDED_BLOCK count=128 oflag=direct conv=fsync 2>/dev/null || wb_fail "newer copy"
+newer_sum=\$(wb_digest </tmp/newer)
+wb_report newer_sum "\$newer_sum"
+wb_report older_sum "\$(wb_digest </tmp/older)"
 wb_stamp write_a write \$dev $A --flush-every 2 --final-flush
 wb_stamp write_b write \$dev $B --flush-every 2 --final-flush
 wb_report forward_written "\$(\$DMSETUP message wb 0 forward_counts)"
 wb_report status_written "\$(wb_dm_status wb)"
+live_sum=\$(\$DD if=\$dev bs=4k skip=$SUPERSEDED_BLOCK count=129 iflag=direct 2>/dev/null | wb_digest)
+wb_report newer_live "\$([ "\$live_sum" = "\$newer_sum" ] && echo ok || echo "failed: \$live_sum")"
+wb_report first_block_live "\$(\$DD if=\$dev bs=4k skip=$SUPERSEDED_BLOCK count=1 iflag=direct 2>/dev/null | wb_digest)"
 wb_stamp verify_a_live verify \$dev $A --flushed 3000
 wb_stamp verify_b_live verify \$dev $B --flushed 3000
 if \$FIO --direct=1 --ioengine=libaio --iodepth=1 --sync=1 --rw=randwrite \\
@@ -61,6 +85,12 @@ echo "status after writing: $(vm_result status_written)"
 echo "moved after the stamped writes: $(vm_result forward_written)"
 echo "moved after the fio race: $(vm_result forward_race)"
 [ "$rc" = 0 ] || exit 1
+if [ "$(vm_result newer_live)" != ok ]; then
+	echo "the blocks written before the stamps read back other data after the moves: $(vm_result newer_live)"
+	[ "$(vm_result first_block_live)" = "$(vm_result older_sum)" ] &&
+		echo "block $SUPERSEDED_BLOCK reads its older, superseded copy"
+	exit 1
+fi
 for k in write_a write_b verify_a_live verify_b_live race; do
 	wbkit_expect "$k" ok || exit 1
 done
@@ -81,6 +111,8 @@ for w in "$A" "$B"; do
 	# shellcheck disable=SC2086
 	"$VM_WBSTAMP" verify "$work/offline.img" $w --flushed 3000 || { echo "offline replay fails verification"; exit 1; }
 done
+offline_newer=$(dd if="$work/offline.img" bs=4k skip=$SUPERSEDED_BLOCK count=129 status=none | sha256sum | cut -d' ' -f1)
+[ "$offline_newer" = "$(vm_result newer_sum)" ] || { echo "offline replay: the blocks written before the stamps are not their newest data"; exit 1; }
 offline_sum=$(sha256sum <"$work/offline.img" | cut -d' ' -f1)
 [ "$offline_sum" = "$(vm_result sum_live)" ] || { echo "offline replay differs from the live device"; exit 1; }
 
