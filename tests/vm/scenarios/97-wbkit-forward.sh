@@ -94,6 +94,10 @@ fi
 for k in write_a write_b verify_a_live verify_b_live race; do
 	wbkit_expect "$k" ok || exit 1
 done
+# Status fields 2 and 7: nr_cache_blocks, nr_dirty_cache_blocks. A move
+# that unhashes an entry twice drives the count below zero (a huge number).
+vm_result status_written | awk 'NF >= 7 && $7 <= $2 { ok = 1 } END { exit !ok }' ||
+	{ echo "more dirty blocks than cache blocks after the moves: $(vm_result status_written | cut -d' ' -f2,7)"; exit 1; }
 moved=$(vm_result forward_written | awk '$1 == "segments" { print $2 }')
 [ "${moved:-0}" -gt 0 ] || { echo "no segment moved forward: $(vm_result forward_written)"; exit 1; }
 
