@@ -141,7 +141,8 @@ def test_tools_package_runs_from_a_scratch_root(packages):
         "/usr/share/doc/wbkit/README.md", "/usr/share/doc/wbkit/recovery.md", "/usr/share/doc/wbkit/FORMAT.md",
         "/usr/share/doc/wbkit/copyright", "/usr/share/doc/wbkit/changelog.gz",
         "/usr/share/wbkit/grafana/wbkit-dashboard.json"} | {
-        f"/usr/share/doc/wbkit/schemas/{p.name}" for p in (ROOT / "docs" / "schemas").glob("*.schema.json")}
+        f"/usr/share/doc/wbkit/schemas/{p.name}" for p in (ROOT / "docs" / "schemas").glob("*.schema.json")} | {
+        f"/usr/share/doc/wbkit/docs/images/{p.name}" for p in (ROOT / "docs" / "images").glob("*.png")}
     assert expected == files, (sorted(expected - files), sorted(files - expected))
     depends = field(deb, "Depends")
     assert "libc6" in depends and "libstdc++6" in depends, depends
