@@ -62,9 +62,10 @@ wb_stamp write_a write \$dev $A --flush-every 2 --final-flush
 wb_stamp write_b write \$dev $B --flush-every 2 --final-flush
 wb_report forward_written "\$(\$DMSETUP message wb 0 forward_counts)"
 wb_report status_written "\$(wb_dm_status wb)"
-live_sum=\$(\$DD if=\$dev bs=4k skip=$SUPERSEDED_BLOCK count=129 iflag=direct 2>/dev/null | wb_digest)
+\$DD if=\$dev of=/tmp/live bs=4k skip=$SUPERSEDED_BLOCK count=129 iflag=direct 2>/dev/null || wb_fail "read back"
+live_sum=\$(wb_digest </tmp/live)
 wb_report newer_live "\$([ "\$live_sum" = "\$newer_sum" ] && echo ok || echo "failed: \$live_sum")"
-wb_report first_block_live "\$(\$DD if=\$dev bs=4k skip=$SUPERSEDED_BLOCK count=1 iflag=direct 2>/dev/null | wb_digest)"
+wb_report first_block_live "\$(\$DD if=/tmp/live bs=4k count=1 2>/dev/null | wb_digest)"
 wb_stamp verify_a_live verify \$dev $A --flushed 3000
 wb_stamp verify_b_live verify \$dev $B --flushed 3000
 if \$FIO --direct=1 --ioengine=libaio --iodepth=1 --sync=1 --rw=randwrite \\
