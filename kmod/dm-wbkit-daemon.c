@@ -914,15 +914,36 @@ static void wb_writeback_batch_locked(struct wb_device *wb)
 }
 
 /*
+ * batch_lock is held for a whole batch, seconds on a slow backing device,
+ * so it is taken in a slice-woken wait (see wb_wait_io) and its release
+ * wakes wb->wait. The daemon's wait also ends when it is told to stop:
+ * false, not locked.
+ */
+static bool wb_lock_batch(struct wb_device *wb, bool daemon)
+{
+	bool locked = false;
+
+	wb_wait_io(wb->wait, (daemon && kthread_should_stop()) ||
+		   (locked = mutex_trylock(&wb->batch_lock)));
+	return locked;
+}
+
+static void wb_unlock_batch(struct wb_device *wb)
+{
+	mutex_unlock(&wb->batch_lock);
+	wake_up_all(&wb->wait);
+}
+
+/*
  * One batch at a time: the daemon, and drop_caches on a suspended device
  * (which writes back in its caller while the daemon is stopped, and may
  * overlap a resume that starts it again).
  */
 void wb_writeback_batch(struct wb_device *wb)
 {
-	mutex_lock(&wb->batch_lock);
+	wb_lock_batch(wb, false);
 	wb_writeback_batch_locked(wb);
-	mutex_unlock(&wb->batch_lock);
+	wb_unlock_batch(wb);
 }
 
 int wb_writeback_daemon(void *data)
@@ -936,13 +957,29 @@ int wb_writeback_daemon(void *data)
 		if (kthread_should_stop())
 			break;
 		if (wb_should_writeback(wb)) {
-			mutex_lock(&wb->batch_lock);
+			if (!wb_lock_batch(wb, true))
+				break;
 			if (!wb_forward_heads(wb))
 				wb_writeback_batch_locked(wb);
-			mutex_unlock(&wb->batch_lock);
+			wb_unlock_batch(wb);
 		}
 	}
 	return 0;
+}
+
+/*
+ * kthread_stop's wait does not wake for the hung-task detector, and
+ * dmsetup remove would sit in it for the whole batch in progress (6 s on
+ * a backing device taking 3 s per write, then as long for its flush): the
+ * batch ends first, in wb_lock_batch's slice-woken wait, and the daemon's
+ * own next wait for the lock ends at the stop.
+ */
+void wb_stop_writeback_daemon(struct wb_device *wb)
+{
+	wb_lock_batch(wb, false);
+	kthread_stop(wb->writeback_task);
+	wb_unlock_batch(wb);
+	wb->writeback_task = NULL;
 }
 
 /* ---------------------------------------------------------------------- */

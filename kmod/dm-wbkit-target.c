@@ -130,8 +130,7 @@ static void wb_stop_daemons(struct wb_device *wb)
 		kthread_stop(wb->periodic_task);
 	wb->periodic_task = NULL;
 	if (wb->writeback_task)
-		kthread_stop(wb->writeback_task);
-	wb->writeback_task = NULL;
+		wb_stop_writeback_daemon(wb);
 }
 
 static int wb_start_daemons(struct wb_device *wb)

@@ -512,6 +512,7 @@ void wb_rc_work(struct work_struct *work);
 
 /* dm-wbkit-daemon.c: writeback, superblock record, data sync */
 void wb_writeback_batch(struct wb_device *wb);
+void wb_stop_writeback_daemon(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);
