@@ -48,7 +48,8 @@ def packages(tmp_path_factory):
         root = out / f"root-{name}"
         assert run(["dpkg-deb", "-x", deb, root]).returncode == 0
         listing = run(["dpkg-deb", "-c", deb]).stdout.splitlines()
-        files = {line.split()[-1].removeprefix(".") for line in listing if not line.startswith("d")}
+        # a symbolic link's line ends in "path -> target"
+        files = {line.split(" -> ")[0].split()[-1].removeprefix(".") for line in listing if not line.startswith("d")}
         result[name] = (deb, root, files)
     assert set(result) == set(PACKAGES) | set(DEBUG_PACKAGES), sorted(result)
     for name, (deb, _, _) in result.items():
@@ -142,7 +143,8 @@ def test_tools_package_runs_from_a_scratch_root(packages):
         "/usr/share/doc/wbkit/copyright", "/usr/share/doc/wbkit/changelog.gz",
         "/usr/share/wbkit/grafana/wbkit-dashboard.json"} | {
         f"/usr/share/doc/wbkit/schemas/{p.name}" for p in (ROOT / "docs" / "schemas").glob("*.schema.json")} | {
-        f"/usr/share/doc/wbkit/docs/images/{p.name}" for p in (ROOT / "docs" / "images").glob("*.png")}
+        f"/usr/share/doc/wbkit/docs/images/{p.name}" for p in (ROOT / "docs" / "images").glob("*.png")} | {
+        "/usr/share/doc/wbkit/docs/recovery.md", "/usr/share/doc/wbkit/docs/FORMAT.md"}
     assert expected == files, (sorted(expected - files), sorted(files - expected))
     depends = field(deb, "Depends")
     assert "libc6" in depends and "libstdc++6" in depends, depends
@@ -155,6 +157,18 @@ def test_tools_package_runs_from_a_scratch_root(packages):
                                capture_output=True, text=True, env=env, timeout=60)
         assert shown.returncode == 0 and shown.stderr == "", shown.stderr
         assert f"{tool} - " in shown.stdout
+
+
+def test_installed_readme_links_resolve(packages):
+    """The README's relative links (docs/recovery.md, its charts) reach a file
+    in the installed package, as they do in the source tree."""
+    _, root, _ = packages["wbkit"]
+    doc = root / "usr/share/doc/wbkit"
+    links = re.findall(r"\]\(([^)\s]+)\)", (doc / "README.md").read_text())
+    relative = [link.split("#")[0] for link in links if not re.match(r"[a-z]+:", link) and not link.startswith("#")]
+    assert "docs/recovery.md" in relative and any(link.startswith("docs/images/") for link in relative), relative
+    missing = [link for link in relative if not (doc / link).resolve().is_file()]
+    assert not missing, missing
 
 
 def test_bash_completion_offers_the_options(packages):
