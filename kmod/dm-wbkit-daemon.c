@@ -913,17 +913,24 @@ static void wb_writeback_batch_locked(struct wb_device *wb)
 	spin_unlock(&wb->lock);
 }
 
+/* The daemon's own reason to give up waiting: it is being stopped. */
+static bool wb_writeback_stopping(struct wb_device *wb)
+{
+	return kthread_should_stop() ||
+	       test_bit(WB_F_STOPPING_WRITEBACK, &wb->flags);
+}
+
 /*
  * batch_lock is held for a whole batch, seconds on a slow backing device,
  * so it is taken in a slice-woken wait (see wb_wait_io) and its release
- * wakes wb->wait. The daemon's wait also ends when it is told to stop:
+ * wakes wb->wait. The daemon's wait also ends when it is being stopped:
  * false, not locked.
  */
 static bool wb_lock_batch(struct wb_device *wb, bool daemon)
 {
 	bool locked = false;
 
-	wb_wait_io(wb->wait, (daemon && kthread_should_stop()) ||
+	wb_wait_io(wb->wait, (daemon && wb_writeback_stopping(wb)) ||
 		   (locked = mutex_trylock(&wb->batch_lock)));
 	return locked;
 }
@@ -952,17 +959,15 @@ int wb_writeback_daemon(void *data)
 
 	while (!kthread_should_stop()) {
 		wait_event_interruptible_timeout(wb->writeback_wait,
-						 wb_should_writeback(wb) ||
+						 (wb_should_writeback(wb) &&
+						  !wb_writeback_stopping(wb)) ||
 						 kthread_should_stop(), HZ);
-		if (kthread_should_stop())
-			break;
-		if (wb_should_writeback(wb)) {
-			if (!wb_lock_batch(wb, true))
-				break;
-			if (!wb_forward_heads(wb))
-				wb_writeback_batch_locked(wb);
-			wb_unlock_batch(wb);
-		}
+		if (wb_writeback_stopping(wb) || !wb_should_writeback(wb) ||
+		    !wb_lock_batch(wb, true))
+			continue;
+		if (!wb_forward_heads(wb))
+			wb_writeback_batch_locked(wb);
+		wb_unlock_batch(wb);
 	}
 	return 0;
 }
@@ -970,15 +975,18 @@ int wb_writeback_daemon(void *data)
 /*
  * kthread_stop's wait does not wake for the hung-task detector, and
  * dmsetup remove would sit in it for the whole batch in progress (6 s on
- * a backing device taking 3 s per write, then as long for its flush): the
- * batch ends first, in wb_lock_batch's slice-woken wait, and the daemon's
- * own next wait for the lock ends at the stop.
+ * a backing device taking 3 s per write, then as long for its flush). So
+ * the daemon is told to start no other batch, the one in progress ends in
+ * wb_lock_batch's slice-woken wait, and only then is the thread stopped.
+ * The thread must not return before kthread_stop: it waits for it.
  */
 void wb_stop_writeback_daemon(struct wb_device *wb)
 {
+	set_bit(WB_F_STOPPING_WRITEBACK, &wb->flags);
 	wb_lock_batch(wb, false);
 	kthread_stop(wb->writeback_task);
 	wb_unlock_batch(wb);
+	clear_bit(WB_F_STOPPING_WRITEBACK, &wb->flags);
 	wb->writeback_task = NULL;
 }
 

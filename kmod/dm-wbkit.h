@@ -304,6 +304,8 @@ enum wb_tunable {
 #define WB_F_STARTED	2	/* formatted or replayed: the instance went live */
 /* From presuspend to resume (or presuspend_undo): long waits give up. */
 #define WB_F_SUSPENDING	3
+/* The writeback thread is being stopped: it starts no batch. */
+#define WB_F_STOPPING_WRITEBACK	4
 
 struct wb_device {
 	struct dm_target *ti;
