@@ -58,7 +58,7 @@ torn=${CRASH_TORN:-16}
 emit=${CRASH_EMIT:-60}
 kinds=${CRASH_KINDS:-stamped recovery midlog ext4 wbctl}
 started=$SECONDS
-failures=0 skipped=() upstream_rewrite_losses=0
+failures=0 skipped=() upstream_rewrite_losses=0 upstream_cross_device_losses=0
 declare -A workloads=() states_a=() states_b=() states_c=() kind_failures=() kind_seconds=()
 for kind in $kinds; do
 	workloads[$kind]=0 states_a[$kind]=0 states_b[$kind]=0 states_c[$kind]=0 kind_failures[$kind]=0 kind_seconds[$kind]=0
@@ -104,6 +104,20 @@ check() {
 	n=$(echo "$res" | sed -n 's/^states_checked_a=\([0-9]*\).*/\1/p')
 	states_a[$kind]=$((${states_a[$kind]} + ${n:-0}))
 	f=$(echo "$res" | sed -n 's/.* failures=\([0-9]*\).*/\1/p')
+	# Upstream's states may lose writes only because each device is its
+	# own flush domain (an acknowledged flush whose data one device had
+	# not flushed, tests/crash/README.md): its defect, reported, when the
+	# same states pass with one flush domain for both devices.
+	if [ "$target" = upstream ] && [ "${f:-0}" != 0 ]; then
+		local one
+		one=$("$wbcrash" "$rec" --subsets "$nr_subsets" --torn "$nr_torn" --keep "$keep-one-domain" \
+			--one-flush-domain "$@" 2>&1 | sed -n 's/.* failures=\([0-9]*\).*/\1/p') || true
+		if [ "${one:-1}" = 0 ]; then
+			echo "upstream $name: $f state(s) lose acknowledged writes across the two flush domains only (none with one)"
+			upstream_cross_device_losses=$((upstream_cross_device_losses + f))
+			f=0 rc=0
+		fi
+	fi
 	fail "$kind" "${f:-0}"
 	[ "$rc" != 0 ] && [ "${f:-0}" = 0 ] && fail "$kind" # the replayer check, or an error
 
@@ -216,6 +230,7 @@ for kind in $kinds; do
 done
 echo "crash run: workloads=$total_w (kinds: $kinds; stamped seeds: $seeds) skipped=${skipped[*]:-none}"
 echo "crash run: states checked: a(offline)=$total_a b(kernel dm-wbkit)=$total_b c(upstream vs wbreplay)=$total_c"
+echo "crash run: upstream's states lost acknowledged writes across the two flush domains on $upstream_cross_device_losses state(s) (its defect: tests/crash/README.md, two flush domains)"
 echo "crash run: upstream's replay lost the log after a torn rewrite on $upstream_rewrite_losses state(s) (its defect; wbreplay kept them, docs/FORMAT.md replay step 2)"
 echo "crash run: failures=$failures time=$((SECONDS - started))s$([ "$failures" = 0 ] || echo " (failing states kept under $keep)")"
 [ "$failures" = 0 ]

@@ -4,10 +4,19 @@
 // give a logical image that holds every stamped write acknowledged before the
 // state's last mark, and no sector that was never written.
 //
-// Crash states, per window between two barrier entries (FLUSH or FUA):
-//   flush   the log prefix up to the first barrier;
-//   subset  that prefix plus a random subset of the plain writes logged
-//           before the next barrier (completed, not yet flushed);
+// Each part of the logged device (backing, cache, a wbctl recording's new
+// cache) is a disk with a volatile write cache of its own: a write is durable
+// once a flush of ITS device completed after it (dm-log-writes logs a write
+// just before the flush that covered it, and each flush entry keeps the
+// sector of the part it went to), or when it had FUA; a flush of one device
+// makes nothing on another durable. --one-flush-domain models all parts
+// behind one cache (the suite's model before issue 56).
+// Crash states, per window between two barrier entries (FLUSH or FUA) of
+// any device, a cut before the next barrier completes:
+//   flush   what every device had made durable, FUA writes included;
+//   subset  that plus a random subset of the completed writes that are not
+//           durable on their device yet (each device's cache may have
+//           written any of them, in any order);
 //   torn    as subset, plus some sectors only of one write (a segment write
 //           torn at sector granularity), the next barrier's own data included.
 // Random choices come from --seed: a run is reproducible.
@@ -91,7 +100,8 @@ struct Options {
 	std::string save_to;
 	std::string state_check; // command run on each state's logical image (workload=ext4)
 	std::string work_dir = "/tmp";
-	bool no_replay = false; // count and emit states only (a cache of another format)
+	bool no_replay = false;        // count and emit states only (a cache of another format)
+	bool one_flush_domain = false; // every part of the logged device behind one volatile cache (the old model)
 };
 
 // A destination that loses power after a byte budget: the write that crosses
@@ -292,6 +302,7 @@ public:
 					newest_[op.sector + i] = seq;
 			}
 		level_ = meta.first - 1;
+		set_domains();
 		if (!o.emit.empty()) {
 			fs::create_directories(o.emit);
 			emit_fd_ = ::open((fs::path(o.emit) / "states.img").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -309,13 +320,14 @@ public:
 	std::uint64_t logged_size() const { return logged_size_; }
 	const Counts& counts() const { return counts_; }
 
-	// Walks the log once, building each window's states from the prefix image.
+	// Walks the log once, building each window's states from the durable image
+	// and the writes not yet durable on their own device.
 	SparseImage run()
 	{
-		SparseImage current = initial_;
-		SparseImage base = current;
-		std::vector<const LogWritesEntry*> pending;
-		std::optional<std::uint64_t> base_entry; // the barrier the base ends with
+		SparseImage current = initial_;          // every entry so far: the final state
+		SparseImage durable = initial_;          // what each device had flushed
+		std::vector<Pending> pending;            // completed, not yet covered by a flush of their device
+		std::optional<std::uint64_t> base_entry; // the last barrier
 		std::uint64_t windows = 0;
 		for (const auto& e : log_.entries()) {
 			if (e.is_mark()) {
@@ -331,22 +343,43 @@ public:
 			}
 			if (!e.is_barrier()) {
 				apply_entry(log_, e, current);
-				pending.push_back(&e);
+				if (e.has_data() || e.is_discard())
+					pending.push_back({&e, domain_of(e), false});
 				continue;
 			}
 			if (!o_.max_windows || windows < o_.max_windows)
-				check_window(base, base_entry, pending, &e);
+				check_window(durable, base_entry, pending, &e);
 			++windows;
 			apply_entry(log_, e, current);
-			base = current;
+			const unsigned domain = domain_of(e);
+			// A flush makes durable what its device had completed
+			// before it was issued: dm-log-writes logs those writes
+			// before the flush entry. Another device's writes stay
+			// in its volatile cache.
+			if (e.flags & log_flush_flag)
+				make_durable(durable, pending, domain);
+			// A FUA write is durable once it completed (logged then);
+			// an older write of its device may still land after it
+			// in no state: it stays ordered in pending.
+			if (e.has_data())
+				pending.push_back({&e, domain, (e.flags & log_fua_flag) != 0});
 			base_entry = e.number;
-			pending.clear();
 		}
 		if (!o_.max_windows || windows < o_.max_windows)
-			check_window(base, base_entry, pending, nullptr);
+			check_window(durable, base_entry, pending, nullptr);
 		// The whole log: after the clean teardown nothing may be missing.
 		check_state(current, "final", log_.entries().empty() ? 0 : log_.entries().back().number, counts_.flush);
 		return current;
+	}
+
+	// The devices with a volatile cache of their own, as recorded: one
+	// name a device.
+	std::string domain_names() const
+	{
+		std::string names;
+		for (const auto& d : domains_)
+			names += (names.empty() ? "" : ",") + d.name;
+		return names;
 	}
 
 private:
@@ -444,20 +477,104 @@ private:
 		}
 	}
 
-	void check_window(const SparseImage& base, std::optional<std::uint64_t> base_entry,
-			  const std::vector<const LogWritesEntry*>& pending, const LogWritesEntry* next)
+	// One flush domain: a device with its own volatile write cache. The
+	// parts of the logged device (backing, cache, new cache) are separate
+	// disks: a flush of one makes nothing on another durable. Entries are
+	// told apart by sector; a flush entry keeps the sector its bio had after
+	// the part's linear mapping (its start for an empty flush).
+	struct FlushDomain {
+		std::string name;
+		std::uint64_t begin = 0, end = 0; // log sectors
+	};
+	struct Pending {
+		const LogWritesEntry* entry;
+		unsigned domain;
+		bool durable; // FUA: in every state from its completion on
+	};
+
+	void set_domains()
+	{
+		const std::uint64_t ss = log_.sector_size();
+		if (o_.one_flush_domain || !meta_.log_backing_offset) {
+			domains_.push_back({"device", 0, logged_size_ / ss});
+			return;
+		}
+		auto add = [&](std::string name, std::uint64_t offset, std::uint64_t bytes) {
+			domains_.push_back({std::move(name), offset / ss, (offset + bytes) / ss});
+		};
+		add("backing", *meta_.log_backing_offset, meta_.backing_bytes);
+		add("cache", meta_.log_cache_offset, meta_.cache_bytes);
+		if (meta_.log_cache2_offset)
+			add("new-cache", *meta_.log_cache2_offset, meta_.cache2_bytes);
+	}
+
+	unsigned domain_of(const LogWritesEntry& e) const
+	{
+		const std::uint64_t end = e.sector + std::max<std::uint64_t>(e.nr_sectors, 1);
+		for (unsigned d = 0; d < domains_.size(); ++d)
+			if (e.sector >= domains_[d].begin && end <= domains_[d].end)
+				return d;
+		throw UsageError(fmt::format("log entry {} (sector {}, {} sectors, flags {:#x}) lies in no one device of "
+					     "the recording ({}): record each device as a linear part of the logged "
+					     "device (record.sh), or check with --one-flush-domain",
+					     e.number, e.sector, e.nr_sectors, e.flags, domain_names()));
+	}
+
+	// A flush of `domain` completed: its pending writes reach the media, in
+	// the order they completed.
+	void make_durable(SparseImage& durable, std::vector<Pending>& pending, unsigned domain)
+	{
+		std::vector<Pending> rest;
+		for (const auto& p : pending) {
+			if (p.domain == domain)
+				apply_entry(log_, *p.entry, durable);
+			else
+				rest.push_back(p);
+		}
+		pending.swap(rest);
+	}
+
+	// The states of a cut before `next` completes: what every device had
+	// flushed, each FUA write that completed, and any subset of the other
+	// completed writes of every device (each device's volatile cache may
+	// have written any of them, in any order), one of them maybe torn.
+	void check_window(const SparseImage& durable, std::optional<std::uint64_t> base_entry,
+			  const std::vector<Pending>& pending, const LogWritesEntry* next)
 	{
 		const std::uint64_t where = base_entry.value_or(0);
-		check_state(base, "flush", where, counts_.flush);
+		// Optional: the writes a cut may or may not have kept.
+		std::vector<std::size_t> optional;
+		for (std::size_t i = 0; i < pending.size(); ++i)
+			if (!pending[i].durable)
+				optional.push_back(i);
+		auto build = [&](const std::vector<bool>& keep, const LogWritesEntry* skip, bool all_of_domain,
+				 unsigned domain, std::uint64_t& last) {
+			SparseImage state = durable;
+			std::size_t k = 0;
+			for (std::size_t i = 0; i < pending.size(); ++i) {
+				const Pending& p = pending[i];
+				bool apply = p.durable;
+				if (!p.durable) {
+					apply = keep[k++] || (all_of_domain && p.domain == domain);
+				}
+				if (!apply || p.entry == skip)
+					continue;
+				apply_entry(log_, *p.entry, state);
+				if (!p.durable)
+					last = std::max(last, p.entry->number);
+			}
+			return state;
+		};
 
-		std::vector<const LogWritesEntry*> data_pending;
-		for (auto* e : pending)
-			if (e->has_data() || e->is_discard())
-				data_pending.push_back(e);
+		{
+			std::uint64_t last = where;
+			check_state(build(std::vector<bool>(optional.size()), nullptr, false, 0, last), "flush", where,
+				    counts_.flush);
+		}
 
-		if (!data_pending.empty()) {
+		if (!optional.empty()) {
 			// Small windows: every non-empty subset once; large ones: a sample.
-			const std::size_t n = data_pending.size();
+			const std::size_t n = optional.size();
 			const bool exhaustive = n < 31 && ((std::uint64_t(1) << n) - 1) <= o_.subsets;
 			const std::uint64_t nr = exhaustive ? (std::uint64_t(1) << n) - 1 : o_.subsets;
 			for (std::uint64_t k = 0; k < nr; ++k) {
@@ -467,34 +584,30 @@ private:
 						mask[i] = ((k + 1) >> i) & 1;
 				else
 					mask = random_mask(n, true);
-				SparseImage state = base;
 				std::uint64_t last = where;
-				for (std::size_t i = 0; i < n; ++i)
-					if (mask[i]) {
-						apply_entry(log_, *data_pending[i], state);
-						last = data_pending[i]->number;
-					}
+				SparseImage state = build(mask, nullptr, false, 0, last);
 				check_state(state, "subset", last, counts_.subset);
 			}
 		}
 
-		// Writes that can tear: the window's plain writes and the next barrier's data.
+		// Writes that can tear: the completed writes not yet durable and
+		// the next barrier's data.
 		std::vector<const LogWritesEntry*> tearable;
-		for (auto* e : data_pending)
-			if (e->has_data() && e->nr_sectors > 1)
-				tearable.push_back(e);
+		for (std::size_t i : optional)
+			if (pending[i].entry->has_data() && pending[i].entry->nr_sectors > 1)
+				tearable.push_back(pending[i].entry);
 		if (next && next->has_data() && next->nr_sectors > 1)
 			tearable.push_back(next);
 		if (tearable.empty())
 			return;
 		for (unsigned k = 0; k < o_.torn; ++k) {
 			const LogWritesEntry* victim = tearable[rng_() % tearable.size()];
-			SparseImage state = base;
+			// A write with a preflush: the flush completed before its
+			// data went out, so its device's earlier writes are durable.
 			const bool preflushed = victim == next && (next->flags & log_flush_flag);
-			auto others = random_mask(data_pending.size(), false);
-			for (std::size_t i = 0; i < data_pending.size(); ++i)
-				if (data_pending[i] != victim && (preflushed || others[i]))
-					apply_entry(log_, *data_pending[i], state);
+			std::uint64_t last = where;
+			SparseImage state = build(random_mask(optional.size(), false), victim, preflushed,
+						  preflushed ? domain_of(*next) : 0, last);
 			apply_entry_sectors(log_, *victim, state, torn_sectors(std::size_t(victim->nr_sectors)));
 			check_state(state, "torn", victim->number, counts_.torn);
 		}
@@ -851,6 +964,7 @@ private:
 	std::uint64_t emit_end_ = 0;
 	std::map<std::string, std::uint64_t> emitted_by_choice_;
 	std::ofstream manifest_;
+	std::vector<FlushDomain> domains_;
 	// Reused: a fresh multi-MiB buffer per state costs more than the check.
 	std::vector<unsigned char> verify_buffer_;
 	std::vector<std::byte> compare_a_, compare_b_;
@@ -1036,9 +1150,9 @@ int run(const Options& o)
 	}
 	const auto& c = checker.counts();
 	std::cout << fmt::format("workload {}: target={} mode={} seed={} ops={} flush_every={} entries={} writes={} "
-				 "barriers={} marks={}\n",
+				 "barriers={} marks={} flush_domains={}\n",
 				 dir.filename().string(), meta.target, meta.mode, meta.workload.seed, meta.ops, meta.flush_every,
-				 log.entries().size(), writes, barriers, marks);
+				 log.entries().size(), writes, barriers, marks, checker.domain_names());
 	std::cout << fmt::format("states_checked_a={} flush={} subset={} torn={} torn_rewrite_skipped={} recovery_cuts={} "
 				 "failures={} emitted={} seconds={:.1f}{}\n",
 				 c.total(), c.flush, c.subset, c.torn, c.rewrites, c.recovery, c.failures, c.emitted, seconds,
@@ -1081,6 +1195,9 @@ int main(int argc, char** argv)
 	app.add_option("--save-to", o.save_to, "directory for --save-state");
 	app.add_option("--state-check", o.state_check, "command that checks each state's logical image (workload=ext4)");
 	app.add_option("--work-dir", o.work_dir, "where --state-check's images go");
+	app.add_flag("--one-flush-domain", o.one_flush_domain,
+		     "model every logged device behind one volatile cache (a flush of one makes all durable), "
+		     "instead of one cache per device");
 	app.add_flag("--no-replay", o.no_replay,
 		     "a cache of another format: count the states and emit them with their acknowledged level, check nothing");
 	return wbkit::run_tool("wbcrash", app, argc, argv, [&] { return run(o); });
