@@ -137,10 +137,17 @@ void LogWriter::seal_segment()
 
 void LogWriter::write_back_through(std::uint64_t id)
 {
+	bool wrote = false;
 	while (!sealed_.empty() && sealed_.begin()->first <= id) {
 		write_back_segment(sealed_.begin()->first);
 		sealed_.erase(sealed_.begin());
+		wrote = true;
 	}
+	// docs/FORMAT.md, "Durability across the two devices": the data is on
+	// the backing device's media before its segments count as written
+	// back (the record may name them, their slots be reused).
+	if (wrote && options_.backing)
+		options_.backing->flush_or_throw();
 	last_writeback_id_ = std::max(last_writeback_id_, std::min(id, open_id_ - 1));
 }
 
