@@ -14,6 +14,10 @@
 #             both:  backing and cache are two linear parts of one logged
 #                    device, so one log orders the writes of both (the cache
 #                    is small: the log wraps and the target writes back).
+#                    Each flush entry keeps the sector of the part it went
+#                    to, so wbcrash treats each part as a disk with its own
+#                    volatile cache (a flush of one makes nothing on the
+#                    other durable).
 #             cache-writeback: the log covers the cache device only, and the
 #                    target writes back to an unlogged backing device: every
 #                    other group of writes is not flushed but followed by
@@ -22,8 +26,8 @@
 #                    backing device's content at a crash is not known, so
 #                    wbcrash checks only the cache's log in these states (its
 #                    superblock record never names a segment the log lacks);
-#                    in mode both a flush of the backing device is one of the
-#                    shared log, which would make the cache durable as well.
+#                    (mode both keeps the two flush domains apart too; this
+#                    mode is kept for the drop_caches-and-wait pattern.)
 #             detach, replace-cache (wbkit and upstream): as both, plus (for
 #                    replace-cache) a third linear part, the new cache; after
 #                    CRASH_CTL_AFTER groups of writes `wbctl detach wb` (or
@@ -49,6 +53,9 @@
 # bcache, whose superblock comes before the data (make-bcache's default
 # offset). CRASH_PARTIAL_PCT: the share of 512-byte writes (default 20; 0 for
 # dm-writecache, whose 4 KiB blocks make it refuse smaller direct writes).
+# CRASH_BACKING_DELAY_MS (mode both): dm-delay above the backing part, so
+# writeback batches are slow (the superblock record, written meanwhile,
+# shows what it names while the batch's data is not yet durable).
 # CRASH_BCACHE_BUCKET and CRASH_DMCACHE_META_SECTORS size bcache's buckets
 # (16k) and dm-cache's metadata slice at the start of the cache (2048).
 # OUTDIR gets log.img (the log device), final-data.img (the logged device as
@@ -94,6 +101,11 @@ table_args=${CRASH_TABLE_ARGS:-}
 # The record must be written between a drop_caches and the next writes.
 [ "$mode" != cache-writeback ] || table_args=${CRASH_TABLE_ARGS:-2 update_sb_record_interval 1}
 restart_every=${CRASH_RESTART_EVERY:-0}
+# Mode both: every read, write and flush of the backing device waits this
+# long (dm-delay above its logged part), so a writeback batch lasts a
+# second or more and what happens meanwhile on the cache shows in the log.
+backing_delay_ms=${CRASH_BACKING_DELAY_MS:-0}
+[ "$backing_delay_ms" = 0 ] || [ "$mode" = both ] || { echo "record.sh: CRASH_BACKING_DELAY_MS is for mode both" >&2; exit 2; }
 # The modes that run wbctl: in which group it starts, how many follow its end.
 ctl=
 case $mode in detach | replace-cache) ctl=$mode ;; esac
@@ -143,7 +155,12 @@ else
 	wb_dm_create lw "0 $((backing_sectors + cache_sectors)) log-writes /dev/vda /dev/vdb"
 	wb_dm_create bk "0 $backing_sectors linear /dev/mapper/lw 0"
 	wb_dm_create cc "0 $cache_sectors linear /dev/mapper/lw $backing_sectors"
-	table="0 $backing_sectors writeboost /dev/mapper/bk /dev/mapper/cc $table_args"
+	backing=/dev/mapper/bk
+	if [ $backing_delay_ms != 0 ]; then
+		wb_dm_create bkd "0 $backing_sectors delay /dev/mapper/bk 0 $backing_delay_ms"
+		backing=/dev/mapper/bkd
+	fi
+	table="0 $backing_sectors writeboost \$backing /dev/mapper/cc $table_args"
 fi
 dev=/dev/mapper/wb
 if [ $peer = 1 ]; then
@@ -214,6 +231,7 @@ if [ $peer = 1 ]; then
 else
 	\$DMSETUP remove wb || wb_fail "remove wb failed"
 fi
+[ $backing_delay_ms = 0 ] || \$DMSETUP remove --retry bkd || wb_fail "remove bkd failed"
 [ $mode != both ] || \$DMSETUP remove --retry bk cc || wb_fail "remove bk cc failed"
 [ -z "$ctl" ] || \$DMSETUP remove --retry bk cc || wb_fail "remove bk cc failed"
 [ $cache2_sectors = 0 ] || \$DMSETUP remove --retry cn || wb_fail "remove cn failed"
@@ -264,6 +282,7 @@ fi
 	if [ "$target" = dmcache ]; then echo "dmcache_meta_sectors=${CRASH_DMCACHE_META_SECTORS:-2048}"; fi
 	echo "cache_bytes=$cache_bytes"
 	echo "table_args=$table_args"
+	echo "backing_delay_ms=$backing_delay_ms"
 	echo "restart_every=$restart_every"
 	[ "$mode" != cache-writeback ] || echo "backing_unlogged_writes=1"
 	if [ -n "$ctl" ]; then

@@ -16,6 +16,8 @@
 #                      over its seed corpus and MUTANT_FUZZ_RUNS more inputs
 #   vm:SCENARIO        the mutant's kmod/ built, the scenario run on it
 #                      (tests/vm/run-all.sh; a skip is not a catch)
+#   unit:TEST          the mutant tree's GoogleTest program TEST (tests/unit/TEST.cpp),
+#                      built with its library (a few minutes) and run
 #   crash:MODE         a dm-log-writes recording of the mutant module
 #                      (tests/crash/record.sh wbkit MODE, MUTANT_CRASH_OPS
 #                      stamped writes) and every crash state of it checked
@@ -23,7 +25,15 @@
 #                      not flushed, torn in any order. A mutant of lib/
 #                      (wbctl's sequence: modes detach and replace-cache)
 #                      gets the guest's wbctl and wbstat built from the
-#                      mutant tree (a few minutes: the library)
+#                      mutant tree (a few minutes: the library). Every
+#                      device of the recording is its own flush domain
+#                      (wbcrash: a flush of one makes nothing on another
+#                      durable). MODE+record: the table sets
+#                      update_sb_record_interval 1, so the superblock
+#                      record is written while the workload runs;
+#                      MODE+record+slow: and the backing device is behind
+#                      dm-delay (500 ms), so writeback batches last long
+#                      enough for the record to be written during one
 # A patch that no longer applies is an error: update the mutant.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -64,6 +74,14 @@ run_test() {
 		[ "$rc" = 0 ] && return 0
 		return 1
 		;;
+	unit)
+		{ cmake -S "$tree" -B "$tree/build" -DWBKIT_PYTHON=OFF >/dev/null &&
+			cmake --build "$tree/build" -j "${JOBS:-2}" --target "$name"; } >>"$log" 2>&1 ||
+			{ echo "the mutant's $name does not build" >>"$log"; return 2; }
+		"$tree/build/tests/unit/$name" --gtest_brief=1 >>"$log" 2>&1 || rc=$?
+		[ "$rc" = 0 ] && return 0
+		return 1
+		;;
 	vm)
 		make -s -C "$tree/kmod" >>"$log" 2>&1 || { echo "the mutant module does not build" >>"$log"; return 2; }
 		VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" \
@@ -74,7 +92,9 @@ run_test() {
 		;;
 	crash)
 		make -s -C "$tree/kmod" >>"$log" 2>&1 || { echo "the mutant module does not build" >>"$log"; return 2; }
-		local tools=$build ops=$crash_ops
+		local tools=$build ops=$crash_ops table_args= delay_ms=0
+		case $name in *+slow) name=${name%+slow}; delay_ms=500 ;; esac
+		case $name in *+record) name=${name%+record}; table_args="2 update_sb_record_interval 1" ;; esac
 		if grep -q '^+++ b/lib/' "$mutant"; then
 			tools=$tree/build
 			{ cmake -S "$tree" -B "$tools" -DWBKIT_PYTHON=OFF >/dev/null &&
@@ -84,6 +104,7 @@ run_test() {
 		# The wbctl modes stop on their own once wbctl is done: CRASH_OPS is their cap.
 		case $name in detach | replace-cache) ops=1600 ;; esac
 		WBKIT_BUILD_DIR="$tools" VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" CRASH_OPS="$ops" \
+			CRASH_TABLE_ARGS="$table_args" CRASH_BACKING_DELAY_MS="$delay_ms" \
 			bash "$tree/tests/crash/record.sh" wbkit "$name" "$tree/rec" >>"$log" 2>&1 || return 2
 		"$build/tests/support/wbcrash" "$tree/rec" --subsets 8 --torn 8 --keep "$tree/keep" >"$tree/wbcrash.out" 2>&1 || rc=$?
 		cat "$tree/wbcrash.out" >>"$log"
