@@ -1008,6 +1008,19 @@ int wb_format_or_replay(struct wb_device *wb, char **error)
 	err = wb_check_cache_signature(wb, &blank, error);
 	if (err)
 		return err;
+	/*
+	 * The read cache logs what the backing device returns as trusted
+	 * clean copies. Writes an earlier user left in its volatile cache (a
+	 * linear table before wbctl attach, a write-around session) must be
+	 * on its media first, or a power cut of that disk leaves a copy newer
+	 * than the block it copies (docs/FORMAT.md, "Durability across the
+	 * two devices").
+	 */
+	err = wb_flush_dev(wb, WB_DEV_BACKING);
+	if (err) {
+		*error = "I/O error while flushing the backing device";
+		return err;
+	}
 	if (blank) {
 		err = wb_format(wb, error);
 		if (err)
