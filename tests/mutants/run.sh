@@ -34,6 +34,11 @@
 #                      MODE+record+slow: and the backing device is behind
 #                      dm-delay (500 ms), so writeback batches last long
 #                      enough for the record to be written during one
+#   powercut:MODE      tests/crash/powercut.sh with the mutant module (and,
+#                      for a mutant of lib/, the mutant tree's wbctl and
+#                      wbreplay), POWERCUT_MODE=MODE: real power cuts with
+#                      a volatile cache per disk; a cut that lost an
+#                      acknowledged write is a catch
 # A patch that no longer applies is an error: update the mutant.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -111,6 +116,23 @@ run_test() {
 		rm -rf "$tree/rec"
 		# A state that lost acknowledged writes is a catch; any other error is not.
 		grep -Eq "failures=[1-9]" "$tree/wbcrash.out" && return 1
+		[ "$rc" = 0 ] && return 0
+		return 2
+		;;
+	powercut)
+		make -s -C "$tree/kmod" >>"$log" 2>&1 || { echo "the mutant module does not build" >>"$log"; return 2; }
+		local pc_tools=$build
+		if grep -q '^+++ b/lib/' "$mutant"; then
+			pc_tools=$tree/build
+			{ cmake -S "$tree" -B "$pc_tools" -DWBKIT_PYTHON=OFF >/dev/null &&
+				cmake --build "$pc_tools" -j "${JOBS:-2}" --target wbctl wbstat wbreplay; } >>"$log" 2>&1 ||
+				{ echo "the mutant's tools do not build" >>"$log"; return 2; }
+		fi
+		WBKIT_BUILD_DIR="$pc_tools" VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" POWERCUT_MODE="$name" \
+			POWERCUT_KEEP="$tree/powercut" bash "$tree/tests/crash/powercut.sh" "$build" >"$tree/powercut.out" 2>&1 || rc=$?
+		cat "$tree/powercut.out" >>"$log"
+		# A cut that lost acknowledged writes is a catch; any other failure is not.
+		grep '^powercut: .* lost kernel=' "$tree/powercut.out" | grep -qv 'lost kernel=0 offline=0$' && return 1
 		[ "$rc" = 0 ] && return 0
 		return 2
 		;;

@@ -96,6 +96,9 @@ VM_WATCHDOG_MARGIN=${VM_WATCHDOG_MARGIN:-20}
 VM_BOOT_LIMIT=${VM_BOOT_LIMIT:-240}
 # More kernel command line, after the harness's own (test-vm-debug: acpi=noirq).
 VM_KERNEL_ARGS=${VM_KERNEL_ARGS:-}
+# More qemu arguments, split at spaces: tests/crash/powercut.sh passes
+# "-pidfile FILE" to SIGKILL qemu itself at the moment of a power cut.
+VM_QEMU_ARGS=${VM_QEMU_ARGS:-}
 
 vm_log() { echo "vm: $*" >&2; }
 
@@ -412,11 +415,12 @@ vm_run() {
 		if [ "$VM_WATCHDOG_MARGIN" -gt 0 ] && [ "$limit" -gt "$VM_WATCHDOG_MARGIN" ]; then
 			watchdog=" wb.watchdog=$(($(date +%s) + limit - VM_WATCHDOG_MARGIN))"
 		fi
+		# shellcheck disable=SC2086 # VM_QEMU_ARGS: words
 		timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -cpu max -m "$VM_MEM" -smp "$VM_SMP" \
 			-nographic -no-reboot -net none -rtc base=utc \
 			-kernel "$VM_KERNEL" -initrd "$VM_INITRD" \
 			-append "console=ttyS0 quiet panic=-1 no_timer_check wb.disks=$(($# + 1))$watchdog${VM_KERNEL_ARGS:+ $VM_KERNEL_ARGS}" \
-			"${drives[@]}" </dev/null >"$VM_LOG" 2>&1 &
+			"${drives[@]}" ${VM_QEMU_ARGS:-} </dev/null >"$VM_LOG" 2>&1 &
 		qpid=$!
 		while kill -0 "$qpid" 2>/dev/null; do
 			# 2>/dev/null: qemu's shell may not have created the log yet.
