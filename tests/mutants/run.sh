@@ -64,6 +64,21 @@ copy_tree() {
 		(cd "$root" && tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -xf - -C "$1"
 }
 
+# tools_for TREE LOG TARGET...: prints where the guest's and host's tools
+# come from: the build directory, or for a mutant of lib/ the mutant tree's
+# own build of TARGETs (a few minutes: the library). Fails when it does not build.
+tools_for() {
+	local tree=$1 log=$2
+	shift 2
+	if ! grep -q '^+++ b/lib/' "$mutant"; then
+		echo "$build"
+		return 0
+	fi
+	{ cmake -S "$tree" -B "$tree/build" -DWBKIT_PYTHON=OFF >/dev/null &&
+		cmake --build "$tree/build" -j "${JOBS:-2}" --target "$@"; } >>"$log" 2>&1 || return 1
+	echo "$tree/build"
+}
+
 # run_test TREE KIND:NAME LOG -> 0 passed, 1 failed (caught), 2 did not run
 run_test() {
 	local tree=$1 kind=${2%%:*} name=${2#*:} log=$3 rc=0
@@ -97,15 +112,10 @@ run_test() {
 		;;
 	crash)
 		make -s -C "$tree/kmod" >>"$log" 2>&1 || { echo "the mutant module does not build" >>"$log"; return 2; }
-		local tools=$build ops=$crash_ops table_args= delay_ms=0
+		local tools ops=$crash_ops table_args= delay_ms=0
 		case $name in *+slow) name=${name%+slow}; delay_ms=500 ;; esac
 		case $name in *+record) name=${name%+record}; table_args="2 update_sb_record_interval 1" ;; esac
-		if grep -q '^+++ b/lib/' "$mutant"; then
-			tools=$tree/build
-			{ cmake -S "$tree" -B "$tools" -DWBKIT_PYTHON=OFF >/dev/null &&
-				cmake --build "$tools" -j "${JOBS:-2}" --target wbctl wbstat; } >>"$log" 2>&1 ||
-				{ echo "the mutant's wbctl does not build" >>"$log"; return 2; }
-		fi
+		tools=$(tools_for "$tree" "$log" wbctl wbstat) || { echo "the mutant's wbctl does not build" >>"$log"; return 2; }
 		# The wbctl modes stop on their own once wbctl is done: CRASH_OPS is their cap.
 		case $name in detach | replace-cache) ops=1600 ;; esac
 		WBKIT_BUILD_DIR="$tools" VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" CRASH_OPS="$ops" \
@@ -121,13 +131,9 @@ run_test() {
 		;;
 	powercut)
 		make -s -C "$tree/kmod" >>"$log" 2>&1 || { echo "the mutant module does not build" >>"$log"; return 2; }
-		local pc_tools=$build
-		if grep -q '^+++ b/lib/' "$mutant"; then
-			pc_tools=$tree/build
-			{ cmake -S "$tree" -B "$pc_tools" -DWBKIT_PYTHON=OFF >/dev/null &&
-				cmake --build "$pc_tools" -j "${JOBS:-2}" --target wbctl wbstat wbreplay; } >>"$log" 2>&1 ||
-				{ echo "the mutant's tools do not build" >>"$log"; return 2; }
-		fi
+		local pc_tools
+		pc_tools=$(tools_for "$tree" "$log" wbctl wbstat wbreplay) ||
+			{ echo "the mutant's tools do not build" >>"$log"; return 2; }
 		WBKIT_BUILD_DIR="$pc_tools" VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" POWERCUT_MODE="$name" \
 			POWERCUT_KEEP="$tree/powercut" bash "$tree/tests/crash/powercut.sh" "$build" >"$tree/powercut.out" 2>&1 || rc=$?
 		cat "$tree/powercut.out" >>"$log"

@@ -547,16 +547,14 @@ private:
 		for (std::size_t i = 0; i < pending.size(); ++i)
 			if (!pending[i].durable)
 				optional.push_back(i);
-		auto build = [&](const std::vector<bool>& keep, const LogWritesEntry* skip, bool all_of_domain,
-				 unsigned domain, std::uint64_t& last) {
+		// The durable image, the FUA writes, the optional writes `keep`
+		// selects (all of `flushed`'s, whose flush completed), except skip.
+		auto build = [&](const std::vector<bool>& keep, const LogWritesEntry* skip,
+				 std::optional<unsigned> flushed, std::uint64_t& last) {
 			SparseImage state = durable;
 			std::size_t k = 0;
-			for (std::size_t i = 0; i < pending.size(); ++i) {
-				const Pending& p = pending[i];
-				bool apply = p.durable;
-				if (!p.durable) {
-					apply = keep[k++] || (all_of_domain && p.domain == domain);
-				}
+			for (const Pending& p : pending) {
+				const bool apply = p.durable || keep[k++] || p.domain == flushed;
 				if (!apply || p.entry == skip)
 					continue;
 				apply_entry(log_, *p.entry, state);
@@ -566,11 +564,9 @@ private:
 			return state;
 		};
 
-		{
-			std::uint64_t last = where;
-			check_state(build(std::vector<bool>(optional.size()), nullptr, false, 0, last), "flush", where,
-				    counts_.flush);
-		}
+		std::uint64_t unused = where;
+		check_state(build(std::vector<bool>(optional.size()), nullptr, std::nullopt, unused), "flush", where,
+			    counts_.flush);
 
 		if (!optional.empty()) {
 			// Small windows: every non-empty subset once; large ones: a sample.
@@ -585,7 +581,7 @@ private:
 				else
 					mask = random_mask(n, true);
 				std::uint64_t last = where;
-				SparseImage state = build(mask, nullptr, false, 0, last);
+				SparseImage state = build(mask, nullptr, std::nullopt, last);
 				check_state(state, "subset", last, counts_.subset);
 			}
 		}
@@ -606,8 +602,8 @@ private:
 			// data went out, so its device's earlier writes are durable.
 			const bool preflushed = victim == next && (next->flags & log_flush_flag);
 			std::uint64_t last = where;
-			SparseImage state = build(random_mask(optional.size(), false), victim, preflushed,
-						  preflushed ? domain_of(*next) : 0, last);
+			SparseImage state = build(random_mask(optional.size(), false), victim,
+						  preflushed ? std::optional(domain_of(*next)) : std::nullopt, last);
 			apply_entry_sectors(log_, *victim, state, torn_sectors(std::size_t(victim->nr_sectors)));
 			check_state(state, "torn", victim->number, counts_.torn);
 		}
