@@ -494,10 +494,10 @@ static void wb_fallback(struct wb_device *wb, struct bio *bio)
 	bio->bi_iter = pb->iter;
 	n = bio_sectors(bio);
 	err = wb_sync_io_nofail(wb, WB_DEV_BACKING, REQ_OP_READ,
-				pb->backing_sector, wb->bounce,
+				pb->backing_sector, wb->fallback_bounce,
 				n << WB_SECTOR_SHIFT);
 	if (!err) {
-		wb_copy_to_bio(bio, wb->bounce);
+		wb_copy_to_bio(bio, wb->fallback_bounce);
 		atomic64_inc(&wb->nr_errors[WB_ERR_CACHE_READ_FALLBACK]);
 	} else if (!wb_dead(wb)) {
 		wb_fail_request(wb, WB_OP_READ, pb->backing_sector, err);
@@ -509,18 +509,19 @@ static void wb_fallback(struct wb_device *wb, struct bio *bio)
 }
 
 /*
- * The bios .map cannot finish without waiting for a read, and clean-copy
- * reads to serve again: one at a time.
+ * Clean-copy reads to serve again from the backing device. Each one holds
+ * its slot's pin until wb_fallback drops it, and it waits for nothing but
+ * its backing read: never for io_wq, the flusher or a slot (see
+ * wb->fallback_wq).
  */
-void wb_io_work(struct work_struct *work)
+void wb_fallback_work(struct work_struct *work)
 {
-	struct wb_device *wb = container_of(work, struct wb_device, io_work);
-	struct bio_list bios, fallback;
+	struct wb_device *wb = container_of(work, struct wb_device,
+					    fallback_work);
+	struct bio_list fallback;
 	struct bio *bio;
 
 	spin_lock_irq(&wb->bio_lock);
-	bios = wb->deferred;
-	bio_list_init(&wb->deferred);
 	fallback = wb->fallback;
 	bio_list_init(&wb->fallback);
 	spin_unlock_irq(&wb->bio_lock);
@@ -529,6 +530,19 @@ void wb_io_work(struct work_struct *work)
 		wb_fallback(wb, bio);
 		cond_resched();
 	}
+}
+
+/* The bios .map cannot finish without waiting for a read: one at a time. */
+void wb_io_work(struct work_struct *work)
+{
+	struct wb_device *wb = container_of(work, struct wb_device, io_work);
+	struct bio_list bios;
+	struct bio *bio;
+
+	spin_lock_irq(&wb->bio_lock);
+	bios = wb->deferred;
+	bio_list_init(&wb->deferred);
+	spin_unlock_irq(&wb->bio_lock);
 
 	while ((bio = bio_list_pop(&bios))) {
 		sector_t sector = dm_target_offset(wb->ti, bio->bi_iter.bi_sector);
@@ -615,7 +629,7 @@ int writeboost_end_io(struct dm_target *ti, struct bio *bio,
 		spin_lock_irqsave(&wb->bio_lock, flags);
 		bio_list_add(&wb->fallback, bio);
 		spin_unlock_irqrestore(&wb->bio_lock, flags);
-		queue_work(wb->io_wq, &wb->io_work);
+		queue_work(wb->fallback_wq, &wb->fallback_work);
 		return DM_ENDIO_INCOMPLETE;	/* wb_fallback unpins */
 	} else if (err && pb->remap == WB_REMAP_CACHE) {
 		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, pb->sector, err);

@@ -241,10 +241,12 @@ void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
 
 int wb_aio_wait(struct wb_aio *aio)
 {
+	struct wb_wait_clock clock = { jiffies, false };
+
 	wb_aio_put(aio);
 	/* Woken every slice for the hung-task detector, see wb_wait_io. */
 	while (!wait_for_completion_io_timeout(&aio->done, WB_WAIT_SLICE))
-		;
+		wb_wait_slow(&clock, __func__, __LINE__);
 	return aio->err;
 }
 

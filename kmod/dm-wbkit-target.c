@@ -163,6 +163,8 @@ static void wb_destroy(struct wb_device *wb)
 	wb_stop_daemons(wb);
 	if (wb->io_wq)
 		destroy_workqueue(wb->io_wq);
+	if (wb->fallback_wq)
+		destroy_workqueue(wb->fallback_wq);
 	if (wb->flush_wq) {
 		destroy_workqueue(wb->flush_wq);	/* postsuspend drained it */
 		wb->flush_wq = NULL;	/* wb_set_dead must not queue work on it */
@@ -178,6 +180,7 @@ static void wb_destroy(struct wb_device *wb)
 	vfree(wb->stream);
 	free_page((unsigned long)wb->bounce);
 	free_page((unsigned long)wb->bounce2);
+	free_page((unsigned long)wb->fallback_bounce);
 	free_page((unsigned long)wb->zero_block);
 	vfree(wb->htable);
 	vfree(wb->mbs);
@@ -247,8 +250,10 @@ static int wb_alloc_metadata(struct wb_device *wb)
 					 GFP_KERNEL);
 	wb->bounce = (void *)__get_free_page(GFP_KERNEL);
 	wb->bounce2 = (void *)__get_free_page(GFP_KERNEL);
+	wb->fallback_bounce = (void *)__get_free_page(GFP_KERNEL);
 	wb->zero_block = (void *)get_zeroed_page(GFP_KERNEL);
-	if (!wb->writeback_entries || !wb->bounce || !wb->bounce2 || !wb->zero_block)
+	if (!wb->writeback_entries || !wb->bounce || !wb->bounce2 ||
+	    !wb->fallback_bounce || !wb->zero_block)
 		return -ENOMEM;
 	return 0;
 }
@@ -310,6 +315,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	bio_list_init(&wb->deferred);
 	bio_list_init(&wb->fallback);
 	INIT_WORK(&wb->io_work, wb_io_work);
+	INIT_WORK(&wb->fallback_work, wb_fallback_work);
 	INIT_WORK(&wb->flush_work, wb_flush_work);
 	INIT_WORK(&wb->rc_work, wb_rc_work);
 	atomic_set(&wb->drop_caches, 0);
@@ -395,10 +401,12 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad;
 
 	wb->io_wq = alloc_ordered_workqueue("wbkit_io", WQ_MEM_RECLAIM);
+	wb->fallback_wq = alloc_ordered_workqueue("wbkit_fallback",
+						  WQ_MEM_RECLAIM);
 	/* High priority: flush/FUA bios wait for it (group commit). */
 	wb->flush_wq = alloc_ordered_workqueue("wbkit_flush",
 					       WQ_MEM_RECLAIM | WQ_HIGHPRI);
-	if (!wb->io_wq || !wb->flush_wq) {
+	if (!wb->io_wq || !wb->fallback_wq || !wb->flush_wq) {
 		ti->error = "Cannot create the workqueues";
 		r = -ENOMEM;
 		goto bad;
@@ -878,6 +886,33 @@ static char *target_name = "writeboost";
 module_param(target_name, charp, 0444);
 MODULE_PARM_DESC(target_name,
 		 "device-mapper target type to register (default writeboost)");
+
+/*
+ * Waits on the devices wake every WB_WAIT_SLICE, so the hung-task detector
+ * never reports them (wb_wait_io); this reports one that lasts as long as
+ * the detector's default timeout (its sysctl is not exported), once per
+ * wait. 0 reports none.
+ */
+#ifndef CONFIG_DEFAULT_HUNG_TASK_TIMEOUT
+#define CONFIG_DEFAULT_HUNG_TASK_TIMEOUT 120
+#endif
+static unsigned int slow_wait_secs = CONFIG_DEFAULT_HUNG_TASK_TIMEOUT;
+module_param(slow_wait_secs, uint, 0644);
+MODULE_PARM_DESC(slow_wait_secs,
+		 "report a wait for the devices that lasts this long, with its stack (0: never)");
+
+void wb_wait_slow(struct wb_wait_clock *clock, const char *func, int line)
+{
+	unsigned int secs = READ_ONCE(slow_wait_secs);
+
+	if (clock->reported || !secs ||
+	    time_before(jiffies, clock->start + (unsigned long)secs * HZ))
+		return;
+	clock->reported = true;
+	pr_warn("dm-wbkit: task %s:%d has waited more than %u s in %s (line %d) for I/O or another thread; its stack:\n",
+		current->comm, task_pid_nr(current), secs, func, line);
+	dump_stack();
+}
 
 static struct target_type writeboost_target = {
 	/* The project's version, so `dmsetup targets` tells this module from upstream's. */

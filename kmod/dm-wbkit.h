@@ -105,18 +105,25 @@ static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than r
  * failed for a signal, so the wait is uninterruptible; it lasts as long as a
  * slow backing device takes, so the task wakes every WB_WAIT_SLICE and goes
  * back to sleep, as submit_bio_wait does, and the hung-task detector does
- * not report a device that is slow but moving. A device that never
- * completes still shows in sysrq w (the VM tests' hang watchdog).
+ * not report a device that is slow but moving. So that a wait that never
+ * ends (a device that never completes, a cycle of waits) cannot go unseen
+ * either, each one reports itself once it has lasted slow_wait_secs (the
+ * module parameter, by default the hung-task timeout): its place and the
+ * task's stack, in the kernel log (wb_wait_slow).
  */
 #define WB_WAIT_SLICE		HZ
+struct wb_wait_clock {
+	unsigned long start;
+	bool reported;
+};
+
+void wb_wait_slow(struct wb_wait_clock *clock, const char *func, int line);
 #define wb_wait_io(wq, condition)					\
 	do {								\
-		long __left;						\
+		struct wb_wait_clock __clock = { jiffies, false };	\
 									\
-		do {							\
-			__left = wait_event_timeout(wq, condition,	\
-						    WB_WAIT_SLICE);	\
-		} while (!__left);					\
+		while (!wait_event_timeout(wq, condition, WB_WAIT_SLICE)) \
+			wb_wait_slow(&__clock, __func__, __LINE__);	\
 	} while (0)
 #define WB_ALL_DIRTY		0xffU
 
@@ -363,6 +370,15 @@ struct wb_device {
 	struct bio_list fallback;
 	struct workqueue_struct *io_wq;
 	struct work_struct io_work;
+	/*
+	 * wb_fallback has a queue of its own: its bio pins a slot, and work
+	 * on io_wq can wait for that slot to be written (wb_get_cur waits for
+	 * the flusher, which waits for the pin), so behind that work the
+	 * unpin would never run.
+	 */
+	struct workqueue_struct *fallback_wq;
+	struct work_struct fallback_work;
+	void *fallback_bounce;		/* 4 KiB, fallback_work only */
 	void *bounce;			/* 4 KiB, bio worker only */
 	void *bounce2;			/* 4 KiB, bio worker only */
 	void *zero_block;		/* 4 KiB of zeros, never written to */
@@ -502,6 +518,7 @@ int writeboost_map(struct dm_target *ti, struct bio *bio);
 int writeboost_end_io(struct dm_target *ti, struct bio *bio,
 		      blk_status_t *error);
 void wb_io_work(struct work_struct *work);
+void wb_fallback_work(struct work_struct *work);
 
 /* dm-wbkit-rcache.c: read cache cells */
 int wb_rc_alloc_data(struct wb_device *wb);
