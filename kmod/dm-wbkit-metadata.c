@@ -177,6 +177,27 @@ int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
 	return err;
 }
 
+/*
+ * A read of the cache device by the first resume (the log's replay): an
+ * error fails that resume and puts nothing at risk (nothing the log holds
+ * is lost by not reading it now), so it counts and does not kill. The
+ * next resume replays from scratch (wb_replay_reset), as the fault table
+ * says: a transient fault can be retried.
+ */
+static int wb_replay_read(struct wb_device *wb, sector_t sector, void *buf,
+			  unsigned int len)
+{
+	int err = wb_sync_io_nofail(wb, WB_DEV_CACHE, REQ_OP_READ, sector, buf,
+				    len);
+
+	if (err && !wb_dead(wb)) {
+		wb_count_error(wb, WB_DEV_CACHE, WB_OP_READ);
+		DMERR_LIMIT("cache device read error %d at sector %llu while replaying the log: this resume fails, nothing was lost, a later resume replays again",
+			    err, (unsigned long long)sector);
+	}
+	return err;
+}
+
 int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev)
 {
 	int err;
@@ -521,9 +542,8 @@ static int wb_write_kept_sectors(struct wb_device *wb, u64 last_id, u64 lw,
 			mb = &seg->mb[j];
 			if (!mb->replay_keep)
 				continue;
-			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-					 wb_mb_cache_sector(wb, mb),
-					 wb->bounce2, WB_BLOCK_SIZE);
+			err = wb_replay_read(wb, wb_mb_cache_sector(wb, mb),
+					     wb->bounce2, WB_BLOCK_SIZE);
 			if (!err)
 				err = wb_write_runs(wb, mb->sector,
 						    mb->replay_keep,
@@ -554,15 +574,23 @@ static int wb_scan_ids(struct wb_device *wb, u64 *max_id)
 	*max_id = 0;
 	for (first = 0; first < wb->nr_segments; first += n) {
 		n = min_t(u64, wb->nr_segments - first, per_round);
-		wb_aio_init(&aio);
-		for (k = 0; k < n; k++)
-			wb_aio_submit(wb, &aio, WB_DEV_CACHE, REQ_OP_READ,
-				      wb_slot_start_sector(first + k),
-				      wb_scratch(wb) + k * hdr_bytes, hdr_bytes);
-		err = wb_aio_wait(&aio);
+		do {
+			if (wb_dead(wb))
+				return -EIO;
+			wb_aio_init(&aio);
+			for (k = 0; k < n; k++)
+				wb_aio_submit(wb, &aio, WB_DEV_CACHE,
+					      REQ_OP_READ,
+					      wb_slot_start_sector(first + k),
+					      wb_scratch(wb) + k * hdr_bytes,
+					      hdr_bytes);
+			err = wb_aio_wait(&aio);
+		} while (wb_retry_transient(wb, err));
 		if (err) {
-			wb_set_dead(wb, WB_DEV_CACHE, WB_OP_READ, aio.err_sector,
-				    err);
+			/* As wb_replay_read: this resume fails, a later one retries. */
+			wb_count_error(wb, WB_DEV_CACHE, WB_OP_READ);
+			DMERR("cache device read error %d at sector %llu while reading the segment headers: this resume fails, nothing was lost, a later resume replays again",
+			      err, (unsigned long long)aio.err_sector);
 			return err;
 		}
 		invalidate_kernel_vmap_range(wb_scratch(wb), n * hdr_bytes);
@@ -627,8 +655,7 @@ static int wb_read_trust(struct wb_device *wb, u64 *trusted_from_id,
 	struct wb_clean_trust_device *rec = wb->bounce;
 	int err;
 
-	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, WB_TRUST_SECTOR,
-			 wb->bounce, WB_BLOCK_SIZE);
+	err = wb_replay_read(wb, WB_TRUST_SECTOR, wb->bounce, WB_BLOCK_SIZE);
 	if (err)
 		return err;
 	*present = le32_to_cpu(rec->magic) == WB_TRUST_MAGIC;
@@ -690,8 +717,7 @@ static int wb_read_slot(struct wb_device *wb, u32 slot, void *buf,
 	u8 length;
 	int err;
 
-	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-			 wb_slot_start_sector(slot), buf, WB_BLOCK_SIZE);
+	err = wb_replay_read(wb, wb_slot_start_sector(slot), buf, WB_BLOCK_SIZE);
 	if (err)
 		return err;
 	*changed = le64_to_cpu(hdr->id) != wb->segs[slot].id;
@@ -701,9 +727,9 @@ static int wb_read_slot(struct wb_device *wb, u32 slot, void *buf,
 		return 0;
 	}
 	if (length) {
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-				 wb_data_block_sector(slot, 0),
-				 buf + WB_BLOCK_SIZE, length * WB_BLOCK_SIZE);
+		err = wb_replay_read(wb, wb_data_block_sector(slot, 0),
+				     buf + WB_BLOCK_SIZE,
+				     length * WB_BLOCK_SIZE);
 		if (err)
 			return err;
 	}
@@ -788,9 +814,8 @@ static int wb_replay(struct wb_device *wb, char **error)
 	}
 
 	/* The record: sector 2047, read as the 4 KiB block 2040..2047. */
-	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ,
-			 WB_SB_RECORD_SECTOR + 1 - WB_BLOCK_SECTORS, wb->bounce,
-			 WB_BLOCK_SIZE);
+	err = wb_replay_read(wb, WB_SB_RECORD_SECTOR + 1 - WB_BLOCK_SECTORS,
+			     wb->bounce, WB_BLOCK_SIZE);
 	if (err)
 		goto io_error;
 	record = le64_to_cpu(((struct wb_superblock_record_device *)

@@ -17,6 +17,9 @@
 #   write_around   a write of the bad block in write_around_mode 1: fails
 #   clean          a clean copy (written back, replayed after a restart)
 #                  whose cache block fails: served from the backing device
+#   replay_retry   the replay read of that block fails at the first resume:
+#                  the resume fails, the target stays alive, and a resume
+#                  once the device reads again replays and goes live
 #   dirty          a dirty copy whose cache block fails: dead (cache read)
 #   wb_read        the same copy read by writeback (drop_caches): dead
 #   seg_write      the data of slot 1 fails writes: dead (cache write)
@@ -242,6 +245,35 @@ rows() {
 		[ "$(vda_blk 5000)" = "$(want D)" ] && r home yes || r home no
 	done
 
+	# The first resume's replay read fails (the same hole): that resume
+	# fails and writes nothing; once the cache device reads again, a plain
+	# resume of the same device replays and goes live (upstream replays in
+	# its constructor: its load fails, and a second load is its retry).
+	ROW=replay_retry
+	mk $T "$linear_backing" "$linear_cache"
+	put 5000 E || r write failed
+	$DMSETUP remove wb
+	swap cached "$(cache_hole 2056 8)"
+	$DMSETUP create wb --notable || wb_fail "$W $ROW: create --notable"
+	tbl="0 $LB $T /dev/mapper/backd /dev/mapper/cached"
+	if $DMSETUP load wb --table "$tbl" 2>/dev/null; then
+		$DMSETUP resume wb 2>/dev/null && r first_resume ok || r first_resume failed
+	else
+		r first_resume load_failed
+	fi
+	swap cached "$linear_cache"
+	if ! $DMSETUP table wb 2>/dev/null | grep -q .; then
+		$DMSETUP load wb --table "$tbl" 2>/dev/null || r retry load_failed
+	fi
+	$DMSETUP resume wb 2>/dev/null && r retry ok || r retry failed
+	$DMSETUP mknodes wb
+	r state "$(state)"
+	[ "$(blk 5000 | wb_digest)" = "$(want E)" ] && r kept yes || r kept no
+	counts
+	timeout 120 $DMSETUP message wb 0 drop_caches || r drop2 failed
+	teardown
+	[ "$(vda_blk 5000)" = "$(want E)" ] && r home yes || r home no
+
 	ROW=slow
 	mk $T "0 $LB delay /dev/vda 0 40" "0 $LC delay /dev/vdb 0 20"
 	$WBSTAMP write $dev $STAMP --flush-every 16 >/dev/null 2>&1 && r writes yes || r writes no
@@ -407,6 +439,9 @@ for row in dirty wb_read; do
 	counter $row cache_read 1
 done
 expect replay refused yes; expect replay kept yes; expect replay home yes
+expect replay_retry first_resume failed; expect replay_retry retry ok
+expect replay_retry state live; expect replay_retry kept yes; expect replay_retry home yes
+counter replay_retry cache_read 1
 expect dirty eio yes; expect wb_read drop_fails yes
 expect dirty cause cache,read,2056,-5; expect wb_read cause cache,read,2056,-5
 for row in seg_write hdr_zero; do
