@@ -73,6 +73,12 @@ struct wb_clean_trust_device {
 	__le32 magic;
 	__le32 padding;		/* zero */
 	__le64 trusted_from_id;
+	/*
+	 * The number of slots of the ring the record was written for; 0 in
+	 * records older wbkit versions wrote (not recorded). See
+	 * wb_replay_check_ring.
+	 */
+	__le64 nr_segments;
 } __packed;
 
 /* 16 bytes, so a metablock never straddles two sectors. */
@@ -110,6 +116,7 @@ struct wb_segment_header_device {
 #define WB_MB_PADDING_OFFSET		9U
 #define WB_TRUST_MAGIC_OFFSET		0U
 #define WB_TRUST_FROM_OFFSET		8U
+#define WB_TRUST_SEGMENTS_OFFSET	16U
 
 WB_FORMAT_CHECK(sizeof(struct wb_superblock_header_device) == 4, "superblock header size");
 WB_FORMAT_CHECK(sizeof(struct wb_superblock_record_device) == 8, "superblock record size");
@@ -124,9 +131,10 @@ WB_FORMAT_CHECK(offsetof(struct wb_metablock_device, sector) == WB_MB_SECTOR_OFF
 WB_FORMAT_CHECK(offsetof(struct wb_metablock_device, dirty_bits) == WB_MB_DIRTY_BITS_OFFSET, "dirty_bits offset");
 WB_FORMAT_CHECK(offsetof(struct wb_metablock_device, padding) == WB_MB_PADDING_OFFSET, "metablock padding offset");
 WB_FORMAT_CHECK(WB_SB_RECORD_OFFSET == 0xFFE00, "superblock record byte offset");
-WB_FORMAT_CHECK(sizeof(struct wb_clean_trust_device) == 16, "trust record size");
+WB_FORMAT_CHECK(sizeof(struct wb_clean_trust_device) == 24, "trust record size");
 WB_FORMAT_CHECK(offsetof(struct wb_clean_trust_device, magic) == WB_TRUST_MAGIC_OFFSET, "trust magic offset");
 WB_FORMAT_CHECK(offsetof(struct wb_clean_trust_device, trusted_from_id) == WB_TRUST_FROM_OFFSET, "trust id offset");
+WB_FORMAT_CHECK(offsetof(struct wb_clean_trust_device, nr_segments) == WB_TRUST_SEGMENTS_OFFSET, "trust ring size offset");
 WB_FORMAT_CHECK(WB_TRUST_SECTOR % 8 == 0 && WB_TRUST_SECTOR + 8 <= WB_SB_RECORD_SECTOR - 7, "trust record has a 4 KiB block of its own");
 WB_FORMAT_CHECK(WB_SEGMENT_SIZE == 512 * 1024, "segment size");
 WB_FORMAT_CHECK(WB_BLOCK_SIZE * (WB_BLOCKS_PER_SEGMENT + 1) == WB_SEGMENT_SIZE, "blocks per segment");
@@ -384,6 +392,7 @@ enum wb_replay_refusal {
 					 * rewrite could be, on a cache this
 					 * target wrote (wb_replay_walk_begin) */
 	WB_REPLAY_UNREADABLE,		/* a segment cannot be read */
+	WB_REPLAY_RING_SHRUNK,		/* the device is smaller than its ring */
 };
 
 struct wb_replay_walk {
@@ -579,6 +588,27 @@ static inline void wb_replay_decide(const struct wb_replay_walk *w,
 	p->rewrite_record = sb_record > lf;
 }
 
+/*
+ * A cache device shrunk under its log: the slots past the new end are out
+ * of reach, and what is left can read as an intact log of fewer segments
+ * (in the first lap, ids 1..n in slots 0..n-1), whose replay would drop
+ * the newer segments, dirty data included, without a word. Only the
+ * trust record knows the size the log was written for (recorded_nr, 0 if
+ * not recorded: dm-writeboost's logs and older wbkit records; then a
+ * wrapped log still fails the slot check, a first-lap one cannot be
+ * told). Called after wb_replay_decide; the shrink is the refusal, also
+ * over any other one it caused.
+ */
+static inline void wb_replay_check_ring(struct wb_replay_plan *p,
+					__u64 recorded_nr, __u64 nr_segments)
+{
+	if (recorded_nr <= nr_segments)
+		return;
+	p->refusal = WB_REPLAY_RING_SHRUNK;
+	p->refusal_slot = nr_segments;
+	p->refusal_id = 0;
+}
+
 /* The words for a refusal, for logs and findings. */
 static inline const char *wb_replay_refusal_text(enum wb_replay_refusal why)
 {
@@ -595,6 +625,8 @@ static inline const char *wb_replay_refusal_text(enum wb_replay_refusal why)
 		return "a damaged segment among the oldest, read as damage and not as a torn rewrite (dm-wbkit's logs cannot hold one: it invalidates headers first): the log would stop there, and counting it written back would drop acknowledged segments";
 	case WB_REPLAY_UNREADABLE:
 		return "a segment cannot be read";
+	case WB_REPLAY_RING_SHRUNK:
+		return "the cache device is smaller than the ring its log was written in (the trust record names more slots): the segments past its end, dirty data among them, would be lost";
 	}
 	return "unknown";
 }

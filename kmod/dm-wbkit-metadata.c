@@ -326,12 +326,13 @@ void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb)
 /* Format */
 
 /* The trust record's 4 KiB block (zeroed) for trusted_from_id. */
-static void wb_fill_trust(void *blk, u64 trusted_from_id)
+static void wb_fill_trust(struct wb_device *wb, void *blk, u64 trusted_from_id)
 {
 	struct wb_clean_trust_device *rec = blk;
 
 	rec->magic = cpu_to_le32(WB_TRUST_MAGIC);
 	rec->trusted_from_id = cpu_to_le64(trusted_from_id);
+	rec->nr_segments = cpu_to_le64(wb->nr_segments);
 }
 
 /*
@@ -361,7 +362,7 @@ static int wb_format(struct wb_device *wb, char **error)
 	 * Written with the zeroing, not after it: an unflushed write of the
 	 * same block may still land after a later one.
 	 */
-	wb_fill_trust(trust_blk, 1);
+	wb_fill_trust(wb, trust_blk, 1);
 	DMINFO("formatting the cache device (%llu segments)",
 	       (unsigned long long)wb->nr_segments);
 
@@ -386,6 +387,7 @@ static int wb_format(struct wb_device *wb, char **error)
 	}
 
 	wb->trusted_from_id = 1;
+	wb->trust_nr_segments = wb->nr_segments;
 
 	/* The zeroed headers are durable before the magic makes them valid. */
 	err = wb_flush_dev(wb, WB_DEV_CACHE);
@@ -636,12 +638,14 @@ int wb_write_trust(struct wb_device *wb, u64 trusted_from_id)
 
 	if (!blk)
 		return -ENOMEM;
-	wb_fill_trust(blk, trusted_from_id);
+	wb_fill_trust(wb, blk, trusted_from_id);
 	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
 			 WB_TRUST_SECTOR, blk, WB_BLOCK_SIZE);
 	free_page((unsigned long)blk);
-	if (!err)
+	if (!err) {
 		wb->trusted_from_id = trusted_from_id;
+		wb->trust_nr_segments = wb->nr_segments;
+	}
 	return err;
 }
 
@@ -661,6 +665,7 @@ static int wb_read_trust(struct wb_device *wb, u64 *trusted_from_id,
 	*present = le32_to_cpu(rec->magic) == WB_TRUST_MAGIC;
 	*trusted_from_id = *present ? le64_to_cpu(rec->trusted_from_id) :
 				      WB_TRUST_NONE;
+	wb->trust_nr_segments = *present ? le64_to_cpu(rec->nr_segments) : 0;
 	return 0;
 }
 
@@ -823,6 +828,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 			     ->last_writeback_segment_id);
 
 	wb_replay_decide(&walk, record, wb->trusted_from_id, &plan);
+	wb_replay_check_ring(&plan, wb->trust_nr_segments, wb->nr_segments);
 	if (plan.refusal != WB_REPLAY_OK)
 		return wb_refuse_log(&plan, error);
 
@@ -1066,8 +1072,18 @@ int wb_format_or_replay(struct wb_device *wb, char **error)
 	 * wb_write_around_start), once the record says so.
 	 */
 	if (!wb->write_around &&
-	    !wb_clean_copy_trusted(wb->last_flushed_id + 1, wb->trusted_from_id)) {
-		err = wb_write_trust(wb, wb->last_flushed_id + 1);
+	    (!wb_clean_copy_trusted(wb->last_flushed_id + 1, wb->trusted_from_id) ||
+	     wb->trust_nr_segments != wb->nr_segments)) {
+		/*
+		 * Also when the record names another ring size (a grown device,
+		 * or a record that predates the field): a later shrink must be
+		 * told from the size this log is written in now.
+		 */
+		u64 from = wb->trusted_from_id;
+
+		if (!wb_clean_copy_trusted(wb->last_flushed_id + 1, from))
+			from = wb->last_flushed_id + 1;
+		err = wb_write_trust(wb, from);
 		if (err) {
 			*error = "I/O error while writing the clean-copy trust record";
 			return err;

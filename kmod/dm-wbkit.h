@@ -342,6 +342,7 @@ struct wb_device {
 	 * struct wb_clean_trust_device). Preresume only.
 	 */
 	u64 trusted_from_id;
+	u64 trust_nr_segments;	/* the trust record's ring size, 0 if none */
 	u64 nr_dirty;			/* hashed copies that are dirty */
 	void *rambuf[WB_NR_BUFS];	/* WB_SEGMENT_SIZE each */
 	unsigned int nr_free_rambuf;

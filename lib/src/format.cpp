@@ -91,6 +91,13 @@ std::optional<std::uint64_t> parse_clean_trust(std::span<const std::byte> trust_
 	return load_le<std::uint64_t>(trust_sector, WB_TRUST_FROM_OFFSET);
 }
 
+std::uint64_t parse_clean_trust_segments(std::span<const std::byte> trust_sector)
+{
+	if (load_le<std::uint32_t>(trust_sector, WB_TRUST_MAGIC_OFFSET) != WB_TRUST_MAGIC)
+		return 0;
+	return load_le<std::uint64_t>(trust_sector, WB_TRUST_SEGMENTS_OFFSET);
+}
+
 std::uint32_t segment_checksum(std::span<const std::byte> segment, unsigned length)
 {
 	return crc32c(segment.subspan(WB_METABLOCK_AREA_OFFSET, block_size * (length + 1ULL) - WB_METABLOCK_AREA_OFFSET));
@@ -121,11 +128,12 @@ void write_superblock_record(std::span<std::byte> record_sector, std::uint64_t l
 	store_le<std::uint64_t>(record_sector, 0, last_writeback_id);
 }
 
-void write_clean_trust(std::span<std::byte> trust_sector, std::uint64_t trusted_from_id)
+void write_clean_trust(std::span<std::byte> trust_sector, std::uint64_t trusted_from_id, std::uint64_t nr_segments)
 {
 	std::memset(trust_sector.data(), 0, sector_size);
 	store_le<std::uint32_t>(trust_sector, WB_TRUST_MAGIC_OFFSET, WB_TRUST_MAGIC);
 	store_le<std::uint64_t>(trust_sector, WB_TRUST_FROM_OFFSET, trusted_from_id);
+	store_le<std::uint64_t>(trust_sector, WB_TRUST_SEGMENTS_OFFSET, nr_segments);
 }
 
 } // namespace wbkit

@@ -94,6 +94,7 @@ private:
 			const std::optional<std::uint64_t> trust = parse_clean_trust(sector);
 			scan_.trust_record = trust.has_value();
 			scan_.trusted_from_id = trust.value_or(WB_TRUST_NONE);
+			scan_.trust_nr_segments = parse_clean_trust_segments(sector);
 		}
 	}
 
@@ -447,6 +448,7 @@ private:
 		const std::uint64_t nr = scan_.geometry.nr_segments;
 		const std::uint64_t record = scan_.sb_record;
 		wb_replay_decide(&walk_, record, scan_.trusted_from_id, &scan_.decision);
+		wb_replay_check_ring(&scan_.decision, scan_.trust_nr_segments, nr);
 		scan_.last_flushed_id = scan_.decision.last_flushed_id;
 		scan_.last_writeback_id = scan_.decision.last_writeback_id;
 		for (LogSegment& seg : scan_.log)

@@ -24,7 +24,8 @@ LogWriter::LogWriter(Device& cache, const LogWriterOptions& options)
 	AlignedBuffer region(superblock_size);
 	std::ranges::fill(region.span(), std::byte{0});
 	if (options_.trust_record)
-		write_clean_trust(region.span().subspan(WB_TRUST_SECTOR * sector_size, sector_size), 1);
+		write_clean_trust(region.span().subspan(WB_TRUST_SECTOR * sector_size, sector_size), 1,
+				  geometry_.nr_segments);
 	cache_.write_exact(0, region.span());
 	for (std::uint64_t slot = 0; slot < geometry_.nr_segments; ++slot)
 		cache_.write_exact(geometry_.slot_offset(slot), region.span().first(block_size));

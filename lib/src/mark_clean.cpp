@@ -22,7 +22,7 @@ std::uint64_t mark_cache_clean(Device& cache, const LogScan& scan)
 	// policy even with data after the stop point): no cache copy logged
 	// before it may serve reads afterwards, so the trust record goes first.
 	AlignedBuffer trust(sector_size);
-	write_clean_trust(trust.span(), WB_TRUST_NONE);
+	write_clean_trust(trust.span(), WB_TRUST_NONE, scan.geometry.nr_segments);
 	cache.write_exact(WB_TRUST_SECTOR * sector_size, trust.span());
 	cache.flush_or_throw();
 

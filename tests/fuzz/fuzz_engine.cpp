@@ -147,7 +147,7 @@ void build_image(Input& in, std::vector<std::byte>& image, std::vector<Written>&
 	// before it decode as they did before the record was fuzzed.
 	if (flags & 0x20) {
 		written.push_back({WB_TRUST_SECTOR * sector_size, sector_size});
-		write_clean_trust(std::span(image).subspan(WB_TRUST_SECTOR * sector_size, sector_size), in.u8() % 8);
+		write_clean_trust(std::span(image).subspan(WB_TRUST_SECTOR * sector_size, sector_size), in.u8() % 8, 0);
 	}
 }
 

@@ -411,7 +411,7 @@ TEST(Recover, AnUntrustedCleanCopyRestoresNothing)
 	{
 		auto cache = open_device(d.cache_path, {.writable = true});
 		AlignedBuffer trust(sector_size);
-		write_clean_trust(trust.span(), WB_TRUST_NONE);
+		write_clean_trust(trust.span(), WB_TRUST_NONE, 0);
 		cache->write_exact(WB_TRUST_SECTOR * sector_size, trust.span());
 	}
 	FaultInjectingDevice backing(open_device(d.backing_path, {.writable = true}));

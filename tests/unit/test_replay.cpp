@@ -602,16 +602,57 @@ TEST(CleanTrust, RecordAndRule)
 {
 	std::vector<std::byte> sector(sector_size);
 	EXPECT_EQ(parse_clean_trust(sector), std::nullopt) << "no magic: no record";
-	write_clean_trust(sector, 17);
+	EXPECT_EQ(parse_clean_trust_segments(sector), 0u) << "no magic: no ring size";
+	write_clean_trust(sector, 17, 62);
 	EXPECT_EQ(parse_clean_trust(sector), std::optional<std::uint64_t>{17});
+	EXPECT_EQ(parse_clean_trust_segments(sector), 62u);
 	EXPECT_EQ(std::to_integer<unsigned>(sector[0]), 0x57u); // "WBTr"
 	EXPECT_EQ(std::to_integer<unsigned>(sector[3]), 0x72u);
 	EXPECT_FALSE(wb_clean_copy_trusted(16, 17));
 	EXPECT_TRUE(wb_clean_copy_trusted(17, 17));
 	EXPECT_TRUE(wb_clean_copy_trusted(~0ULL - 1, 1));
 	EXPECT_FALSE(wb_clean_copy_trusted(~0ULL - 1, WB_TRUST_NONE));
-	write_clean_trust(sector, WB_TRUST_NONE);
+	write_clean_trust(sector, WB_TRUST_NONE, 0);
 	EXPECT_EQ(parse_clean_trust(sector), std::optional<std::uint64_t>{WB_TRUST_NONE});
+	EXPECT_EQ(parse_clean_trust_segments(sector), 0u) << "a record without the size";
+}
+
+TEST(ReplaySafety, ACacheDeviceShrunkUnderItsLogIsRefused)
+{
+	// A first-lap log in a 10-slot ring, the device then cut to 4 slots:
+	// what is left reads as an intact log of segments 1..4, whose replay
+	// would drop the newer segments' dirty data without a word. Only the
+	// trust record's ring size tells.
+	Images s(10, 8 * MiB, 21);
+	{
+		LogWriter writer(*s.cache);
+		for (std::uint64_t seg = 0; seg < 6; ++seg) {
+			writer.write(seg * 64, pattern_bytes(4096, seg));
+			writer.flush();
+		}
+	}
+	const LogScan whole = scan_log(*s.cache);
+	ASSERT_EQ(whole.decision.refusal, WB_REPLAY_OK);
+	ASSERT_GE(whole.max_id, 6u);
+	EXPECT_EQ(whole.trust_nr_segments, 10u);
+
+	TempDir dir;
+	std::vector<std::byte> bytes(cache_bytes_for(4));
+	s.cache->read_exact(0, bytes);
+	auto cut = dir.open_rw(dir.make_image("cut.img", bytes.size()));
+	cut->write_exact(0, bytes);
+	const LogScan shrunk = scan_log(*cut);
+	EXPECT_EQ(shrunk.decision.refusal, WB_REPLAY_RING_SHRUNK);
+	EXPECT_EQ(shrunk.decision.refusal_slot, 4u);
+	EXPECT_TRUE(shrunk.refused());
+	EXPECT_THROW(check_replay_safety(*cut, *s.backing, shrunk, false), RefusedError);
+
+	// Grown instead: the first lap still reads as it did.
+	auto grown = dir.open_rw(dir.make_image("grown.img", cache_bytes_for(12)));
+	std::vector<std::byte> all(cache_bytes_for(10));
+	s.cache->read_exact(0, all);
+	grown->write_exact(0, all);
+	EXPECT_EQ(scan_log(*grown).decision.refusal, WB_REPLAY_OK);
 }
 
 TEST(ReplaySafety, Refusals)

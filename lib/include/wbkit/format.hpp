@@ -82,6 +82,9 @@ std::uint64_t parse_superblock_record(std::span<const std::byte> record_sector);
 // The clean-copy trust record (sector 8, struct wb_clean_trust_device):
 // trusted_from_id (WB_TRUST_NONE: none), or nothing without its magic.
 std::optional<std::uint64_t> parse_clean_trust(std::span<const std::byte> trust_sector);
+// The ring size the trust record was written for; 0 without its magic or
+// in records that predate the field (wb_replay_check_ring).
+std::uint64_t parse_clean_trust_segments(std::span<const std::byte> trust_sector);
 
 // CRC-32C over [512, 4096 * (length + 1)) of a segment whose first
 // `(length + 1) * 4 KiB` are in `segment` (length must be <= 127).
@@ -91,6 +94,6 @@ std::uint32_t segment_checksum(std::span<const std::byte> segment, unsigned leng
 void write_segment_header(std::span<std::byte> header_block, const SegmentHeader& header);
 void write_superblock_magic(std::span<std::byte> sector0);
 void write_superblock_record(std::span<std::byte> record_sector, std::uint64_t last_writeback_id);
-void write_clean_trust(std::span<std::byte> trust_sector, std::uint64_t trusted_from_id);
+void write_clean_trust(std::span<std::byte> trust_sector, std::uint64_t trusted_from_id, std::uint64_t nr_segments);
 
 } // namespace wbkit

@@ -144,6 +144,8 @@ struct LogScan {
 	// than the record), the kernel trusts no copy and the tools know nothing.
 	bool trust_record = false;
 	std::uint64_t trusted_from_id = WB_TRUST_NONE;
+	// The ring size the trust record names (0: none recorded).
+	std::uint64_t trust_nr_segments = 0;
 	bool verified = false;
 
 	std::vector<SlotInfo> slots; // indexed by slot
