@@ -73,7 +73,7 @@ $(($1 + $2)) $((end - $1 - $2)) linear /dev/vdb $(($1 + $2))"
 
 # mk <target> <backing table> <cache table> [optargs]: a fresh cache.
 mk() {
-	$DD if=/dev/zero of=/dev/vdb bs=1M count=2 oflag=direct 2>/dev/null
+	wb_zero_cache /dev/vdb
 	wb_dm_create backd "$2"
 	wb_dm_create cached "$3"
 	wb_dm_create wb "0 $LB $1 /dev/mapper/backd /dev/mapper/cached ${4:-}"
