@@ -100,7 +100,7 @@ new_target() {
 	t=$1 cache=$2 backing=$3 type=writeboost
 	[ "$t" = wbkit ] && type=wbkit
 	# An invalid magic makes either target format the cache: an empty log.
-	$DD if=/dev/zero of="$cache" bs=1M count=1 oflag=direct status=none || wb_fail "zeroing $cache failed"
+	wb_zero_cache "$cache"
 	wb_dm_create wb "0 $(wb_sectors "$backing") $type $backing $cache 2 writeback_threshold 0"
 }
 end_target() {

@@ -69,7 +69,7 @@ run_target() {
 	wb_load_target "$t"
 	# An invalid magic makes either target format the cache: every round
 	# starts from an empty log.
-	$DD if=/dev/zero of="$cache" bs=1M count=1 oflag=direct status=none || wb_fail "zeroing $cache failed"
+	wb_zero_cache "$cache"
 	wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda $cache 4 writeback_threshold 0 nr_max_batched_writeback 32"
 	measure "$t" /dev/mapper/wb
 	# last_writeback_id (6th field) must still be 0: nothing was written back.

@@ -116,7 +116,7 @@ new_target() {
 	shift 2
 	[ "$t" = wbkit ] && type=wbkit
 	# An invalid magic makes either target format the cache: an empty log.
-	$DD if=/dev/zero of="$cache" bs=1M count=1 oflag=direct status=none || wb_fail "zeroing $cache failed"
+	wb_zero_cache "$cache"
 	if [ $# -gt 0 ]; then opts="$# $*"; else opts=; fi
 	wb_dm_create wb "0 $(wb_sectors $HDD) $type $HDD $cache${opts:+ $opts}"
 }

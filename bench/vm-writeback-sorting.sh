@@ -60,7 +60,7 @@ for run in $RUNS; do
 		loaded=$t
 	fi
 	# An invalid magic makes the target format the cache: an empty log.
-	$DD if=/dev/zero of=/dev/vdb bs=1M count=1 oflag=direct status=none || wb_fail "zeroing the cache failed"
+	wb_zero_cache /dev/vdb
 	wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb 4 writeback_threshold 0 nr_max_batched_writeback $batch"
 	# randrepeat: the same blocks in the same order in every run; the final
 	# fsync puts the RAM buffer on the cache device, so the timed part below

@@ -161,6 +161,25 @@ static inline __u64 wb_nr_segments(__u64 cache_sectors)
 }
 
 /*
+ * Whether sector 0 (512 bytes) is a valid superblock: the magic, then
+ * zeros (dm-writeboost and dm-wbkit write nothing else there). A device
+ * with the magic and anything else in sector 0 is not a cache: the kernel
+ * refuses it rather than replay it.
+ */
+static inline bool wb_superblock_valid(const __u8 *sector0)
+{
+	__u32 i;
+
+	if (sector0[0] != 0x74 || sector0[1] != 0x73 || sector0[2] != 0x42 ||
+	    sector0[3] != 0x57)
+		return false;
+	for (i = 4; i < WB_SECTOR_SIZE; i++)
+		if (sector0[i])
+			return false;
+	return true;
+}
+
+/*
  * The replay rules, over plain integers, shared by the kernel's replay and
  * the offline tools so that both read a log the same way. None of them
  * divides by a value the caller has not checked: every function taking

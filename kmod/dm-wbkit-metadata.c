@@ -13,6 +13,7 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <linux/bitops.h>
+#include <linux/sizes.h>
 #include <linux/string.h>
 
 #include "dm-wbkit.h"
@@ -933,14 +934,20 @@ io_error:
 /* What the cache device holds before it is used */
 
 /*
- * Names the signature of a well-known format in the first 4 KiB of a device
- * (blk), its second 4 KiB (blk2) and the 4 KiB at 64 KiB (blk64), or NULL.
- * Some of them leave sector 0 zero (ext2/3/4 starts at byte 1024, MD 1.2 at
- * 4096, btrfs at 65536): a zeroed sector 0 alone is no proof of a blank
- * device.
+ * The format rule (kmod/README.md, "Which cache devices are used"): a
+ * device is blank, and formatted as a new cache, only when its first and
+ * its last MiB are all zeros. File systems, RAID members, partition tables
+ * and other caches keep their labels in one of the two (ext2/3/4 at byte
+ * 1024, MD 1.2 at 4096, JFS and ISO 9660 at 32 KiB, btrfs and ReiserFS at
+ * 64 KiB, MD 0.90 and 1.0 near the end): the decision does not depend on
+ * knowing them. The list below only names what was found, for the message.
  */
-static const char *wb_known_signature(const u8 *blk, const u8 *blk2,
-				      const u8 *blk64)
+#define WB_BLANK_BYTES		SZ_1M
+#define WB_BLANK_SECTORS	(WB_BLANK_BYTES >> WB_SECTOR_SHIFT)
+#define WB_MD_MAGIC		0xa92b4efcU
+
+/* Names a well-known signature in the first MiB (head), or NULL. */
+static const char *wb_head_signature(const u8 *head)
 {
 	static const u8 luks[6] = { 'L', 'U', 'K', 'S', 0xba, 0xbe };
 	static const u8 bcache[16] = { 0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a,
@@ -948,90 +955,225 @@ static const char *wb_known_signature(const u8 *blk, const u8 *blk2,
 				       0x48, 0xba, 0x6d, 0x81 };
 	unsigned int s;
 
-	if (get_unaligned_le16(blk + 1080) == 0xef53)
-		return "an ext2/3/4 file system";
-	if (!memcmp(blk, "XFSB", 4))
+	if (!memcmp(head, "XFSB", 4))
 		return "an XFS file system";
-	if (!memcmp(blk64 + 64, "_BHRfS_M", 8))
-		return "a btrfs file system";
-	if (!memcmp(blk, luks, sizeof(luks)))
+	if (!memcmp(head, luks, sizeof(luks)))
 		return "a LUKS header";
-	if (get_unaligned_le32(blk) == 0xa92b4efc ||
-	    get_unaligned_le32(blk2) == 0xa92b4efc)
-		return "an MD RAID superblock";
-	for (s = 0; s < 4; s++)
-		if (!memcmp(blk + s * WB_SECTOR_SIZE, "LABELONE", 8))
-			return "an LVM2 physical volume label";
-	if (!memcmp(blk + 4086, "SWAPSPACE2", 10))
-		return "a swap area";
-	/* At 4 KiB, sector 0 zero: it would read as a blank cache. */
-	if (!memcmp(blk2 + 24, bcache, sizeof(bcache)))
-		return "a bcache superblock";
-	if (get_unaligned_le32(blk) == 0x23489321)
+	if (get_unaligned_le32(head) == 0x23489321)
 		return "a dm-writecache superblock";
-	if (get_unaligned_le64(blk + 32) == 6142003)
+	if (get_unaligned_le32(head) == WB_MD_MAGIC)
+		return "an MD RAID superblock (1.1)";
+	if (get_unaligned_le32(head + 4096) == WB_MD_MAGIC)
+		return "an MD RAID superblock (1.2)";
+	for (s = 0; s < 4; s++)
+		if (!memcmp(head + s * WB_SECTOR_SIZE, "LABELONE", 8))
+			return "an LVM2 physical volume label";
+	if (!memcmp(head + 4096 + 24, bcache, sizeof(bcache)))
+		return "a bcache superblock";
+	if (get_unaligned_le16(head + 1080) == 0xef53)
+		return "an ext2/3/4 file system";
+	if (get_unaligned_le32(head + 1024) == 0xf2f52010)
+		return "an f2fs file system";
+	if (get_unaligned_le16(head + 1024 + 6) == 0x3434)
+		return "a nilfs2 file system";
+	if (!memcmp(head + 65536 + 64, "_BHRfS_M", 8))
+		return "a btrfs file system";
+	if (!memcmp(head + 65536 + 52, "ReIsEr", 6) ||
+	    !memcmp(head + 8192 + 52, "ReIsEr", 6))
+		return "a ReiserFS file system";
+	if (!memcmp(head + 32768, "JFS1", 4))
+		return "a JFS file system";
+	if (!memcmp(head + 32768 + 1, "CD001", 5))
+		return "an ISO 9660 file system";
+	if (!memcmp(head + 4086, "SWAPSPACE2", 10) ||
+	    !memcmp(head + 4086, "SWAP-SPACE", 10))
+		return "a swap area";
+	if (get_unaligned_le64(head + 32) == 6142003)
 		return "dm-cache metadata";
-	if (get_unaligned_le64(blk + 32) == 27022010)
+	if (get_unaligned_le64(head + 32) == 27022010)
 		return "dm-thin metadata";
-	if (!memcmp(blk + 512, "EFI PART", 8))
+	if (!memcmp(head + 512, "EFI PART", 8))
 		return "a GPT partition table";
-	if (blk[510] == 0x55 && blk[511] == 0xaa)
+	if (head[510] == 0x55 && head[511] == 0xaa)
 		return "a DOS partition table or boot sector";
 	return NULL;
 }
 
 /*
- * Decides from the start of the cache device whether it may be used: the
- * writeboost magic (a cache, replayed), or an all-zero sector 0 and no
- * known signature (a request for a fresh cache, formatted; *blank is set).
+ * Names a signature kept at the end of a device of size sectors, in its
+ * last MiB (tail, from sector tail_start), or NULL: the MD RAID 0.90 and
+ * 1.0 superblocks.
+ */
+static const char *wb_tail_signature(const u8 *tail, sector_t tail_start,
+				     sector_t size)
+{
+	sector_t md090 = round_down(size, 128) - 128;	/* 64 KiB aligned */
+	sector_t md10 = round_down(size - 16, 8);	/* 8 KiB from the end */
+
+	if (md090 >= tail_start &&
+	    get_unaligned_le32(tail + ((md090 - tail_start) << WB_SECTOR_SHIFT)) ==
+	    WB_MD_MAGIC)
+		return "an MD RAID superblock (0.90)";
+	if (md10 >= tail_start &&
+	    get_unaligned_le32(tail + ((md10 - tail_start) << WB_SECTOR_SHIFT)) ==
+	    WB_MD_MAGIC)
+		return "an MD RAID superblock (1.0)";
+	return NULL;
+}
+
+/*
+ * A cache this target used, whose first 4 KiB were zeroed to have it
+ * formatted again: Debian's writeboost script does exactly that when it
+ * stops a mapping (`writeboost -u`: dd of=<cache> bs=4096 count=1), and a
+ * format that crashed before its magic leaves the same. The trust record
+ * (sector 8, written by dm-wbkit only, docs/FORMAT.md) must be intact and
+ * the rest of the superblock region, up to the record sector, zero: then
+ * the device was this target's cache, and formatting it is what was asked.
+ */
+static bool wb_wiped_cache_start(const u8 *head)
+{
+	const u8 *trust = head + (WB_TRUST_SECTOR << WB_SECTOR_SHIFT);
+	const u8 *rest = trust + WB_BLOCK_SIZE;
+
+	return !memchr_inv(head, 0, WB_TRUST_SECTOR << WB_SECTOR_SHIFT) &&
+	       get_unaligned_le32(trust + WB_TRUST_MAGIC_OFFSET) == WB_TRUST_MAGIC &&
+	       !memchr_inv(trust + 4, 0, WB_TRUST_FROM_OFFSET - 4) &&
+	       !memchr_inv(trust + WB_TRUST_FROM_OFFSET + 8, 0,
+			   WB_BLOCK_SIZE - WB_TRUST_FROM_OFFSET - 8) &&
+	       !memchr_inv(rest, 0, WB_SB_RECORD_OFFSET -
+			   (rest - head));
+}
+
+/*
+ * A read of the cache device to decide what it holds: an error fails this
+ * construction or resume and changes nothing, so it is counted and does
+ * not kill the target (transient errors are retried underneath).
+ */
+static int wb_check_read(struct wb_device *wb, sector_t sector, void *buf,
+			 unsigned int len)
+{
+	int err = wb_sync_io_nofail(wb, WB_DEV_CACHE, REQ_OP_READ, sector, buf,
+				    len);
+
+	if (err && !wb_dead(wb)) {
+		wb_count_error(wb, WB_DEV_CACHE, WB_OP_READ);
+		DMERR_LIMIT("cache device read error %d at sector %llu while checking what it holds: nothing was written, a later attempt reads again",
+			    err, (unsigned long long)sector);
+	}
+	return err;
+}
+
+/* Reads len bytes (a multiple of 512) from sector in bounded pieces. */
+static int wb_check_read_range(struct wb_device *wb, sector_t sector, u8 *buf,
+			       unsigned int len)
+{
+	while (len) {
+		unsigned int n = min_t(unsigned int, len, SZ_256K);
+		int err = wb_check_read(wb, sector, buf, n);
+
+		if (err)
+			return err;
+		sector += n >> WB_SECTOR_SHIFT;
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/*
+ * Decides whether the cache device may be used: the writeboost magic in a
+ * valid superblock (a cache, replayed), or zeros in its first and last MiB
+ * (a request for a fresh cache, formatted; *blank is set), or a cache of
+ * this target whose start was wiped (wb_wiped_cache_start, formatted).
  * Anything else is refused with -EINVAL and a log line naming the device
  * and what it holds: a mistyped device path must never be formatted.
- * Reads only. On failure *error says why, for ti->error or the log.
+ * Reads only (into the scratch space: construction and the first resume
+ * run before the threads that use it). On failure *error says why.
  */
 int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error)
 {
 	struct block_device *bdev = wb->cache_dev->bdev;
-	u8 *blk64 = wb_scratch(wb);
+	sector_t size = bdev_nr_sectors(bdev);
+	sector_t tail_start;
+	u8 *head = wb_scratch(wb);
+	u8 *tail = head + WB_BLANK_BYTES;
+	const u8 *nz;
 	const char *what;
+	u64 at;
 	u32 magic;
 	int err;
 
-	err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, 0, wb->bounce,
-			 WB_BLOCK_SIZE);
-	if (!err)
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, WB_BLOCK_SECTORS,
-				 wb->bounce2, WB_BLOCK_SIZE);
-	if (!err)
-		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_READ, 128, blk64,
-				 WB_BLOCK_SIZE);
+	BUILD_BUG_ON(WB_SCRATCH_SIZE < 2 * WB_BLANK_BYTES);
+	*blank = false;
+	if (size < WB_BLANK_SECTORS) {
+		*error = "The cache device is smaller than 1 MiB";
+		return -EINVAL;
+	}
+	tail_start = size - WB_BLANK_SECTORS;
+
+	err = wb_check_read(wb, 0, head, WB_BLOCK_SIZE);
 	if (err) {
 		*error = "Cannot read the superblock of the cache device";
 		return err;
 	}
+	magic = get_unaligned_le32(head);
+	if (magic == WB_MAGIC) {
+		if (wb_superblock_valid(head))
+			return 0;
+		nz = memchr_inv(head + 4, 0, WB_SECTOR_SIZE - 4);
+		DMERR("cache device %s (%pg) holds the writeboost magic but not a valid superblock (non-zero byte at %u of sector 0): refusing to use it, it is neither replayed nor formatted",
+		      wb->cache_dev->name, bdev, (unsigned int)(nz - head));
+		*error = "The cache device has the magic but no valid superblock";
+		return -EINVAL;
+	}
 
-	magic = get_unaligned_le32(wb->bounce);
-	*blank = false;
-	if (magic == WB_MAGIC)
-		return 0;
-	what = wb_known_signature(wb->bounce, wb->bounce2, blk64);
-	if (!what && !memchr_inv(wb->bounce, 0, WB_SECTOR_SIZE)) {
+	err = wb_check_read_range(wb, WB_BLOCK_SECTORS, head + WB_BLOCK_SIZE,
+				  WB_BLANK_BYTES - WB_BLOCK_SIZE);
+	if (!err)
+		err = wb_check_read_range(wb, tail_start, tail, WB_BLANK_BYTES);
+	if (err) {
+		*error = "Cannot read the start and end of the cache device";
+		return err;
+	}
+
+	nz = memchr_inv(head, 0, WB_BLANK_BYTES);
+	if (nz) {
+		at = nz - head;
+	} else {
+		nz = memchr_inv(tail, 0, WB_BLANK_BYTES);
+		at = nz ? ((u64)tail_start << WB_SECTOR_SHIFT) + (nz - tail) : 0;
+	}
+	if (!nz) {
 		*blank = true;
 		return 0;
 	}
+	if (wb_wiped_cache_start(head)) {
+		DMINFO("cache device %s (%pg): first 4 KiB zero over this target's trust record, a cache whose start was wiped: formatted as a new cache",
+		       wb->cache_dev->name, bdev);
+		*blank = true;
+		return 0;
+	}
+
+	what = wb_head_signature(head);
+	if (!what)
+		what = wb_tail_signature(tail, tail_start, size);
 	if (!what && hweight32(magic ^ WB_MAGIC) <= 2)
 		what = "a damaged writeboost superblock";
-	DMERR("cache device %s (%pg) holds %s (bytes 0-7: %8phN), not a writeboost superblock: refusing to use it; zero its first 1 MiB to have it formatted as a new cache",
-	      wb->cache_dev->name, bdev, what ? what : "unknown data in sector 0",
-	      wb->bounce);
+	if (what)
+		DMERR("cache device %s (%pg) holds %s (first non-zero byte at %llu; bytes 0-7: %8phN), not a writeboost cache: refusing to use it; zero its first and last MiB to have it formatted as a new cache",
+		      wb->cache_dev->name, bdev, what, at, head);
+	else
+		DMERR("cache device %s (%pg) holds non-zero data at byte %llu (bytes 0-7: %8phN), not a writeboost cache: refusing to use it; zero its first and last MiB to have it formatted as a new cache",
+		      wb->cache_dev->name, bdev, at, head);
 	*error = "The cache device is neither a writeboost cache nor blank (see log)";
 	return -EINVAL;
 }
 
 /*
  * Called by the first preresume, never by the constructor: both write. A
- * cache device whose sector 0 is all zeros is formatted, one with the magic
- * is replayed; anything else is refused (sector 0 is checked again: the
- * device may have changed since the constructor looked).
+ * blank cache device is formatted, one with a valid superblock is
+ * replayed; anything else is refused (wb_check_cache_signature; checked
+ * again: the device may have changed since the constructor looked).
  */
 int wb_format_or_replay(struct wb_device *wb, char **error)
 {

@@ -8,6 +8,8 @@ set -euo pipefail
 BUILD_PACKAGES=(
 	build-essential cmake pkg-config
 	libcli11-dev libfmt-dev libcrypto++-dev libisal-dev libgtest-dev nlohmann-json3-dev
+	# wbctl names what a cache device holds with libblkid (util-linux).
+	libblkid-dev
 	pybind11-dev python3-dev python3-pytest python3-matplotlib
 	zstd clang libclang-rt-14-dev clang-format-14 util-linux xxd time strace
 	linux-source-6.1
@@ -29,6 +31,11 @@ VM_PACKAGES=(
 	nbdkit nbdkit-plugin-dev
 	# make-bcache for the guest: bcache in tests/crash/peers.sh and bench/vm-peers.sh.
 	bcache-tools
+	# The foreign devices the format guard must refuse
+	# (tests/vm/scenarios/99-wbkit-format-guard-all.sh, the probe_signature
+	# tests): each made with its own tool on the host.
+	xfsprogs btrfs-progs f2fs-tools nilfs-tools jfsutils reiserfsprogs xorriso
+	cryptsetup-bin lvm2 fdisk
 	# Other Debian kernels come in debootstrap chroots (scripts/kernel-chroot.sh:
 	# make test-kernel-build, make test-kernels); their modules are .ko.xz.
 	debootstrap xz-utils

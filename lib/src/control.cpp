@@ -21,6 +21,7 @@
 #include "wbkit/device.hpp"
 #include "wbkit/format.hpp"
 #include "wbkit/log_scan.hpp"
+#include "wbkit/probe.hpp"
 #include "wbkit/replay.hpp"
 #include "words.hpp"
 
@@ -182,11 +183,14 @@ std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<c
 // ---------------------------------------------------------------------------
 // What a cache device holds
 
-CacheContent classify_cache_content(std::span<const std::byte> blk, std::span<const std::byte> blk2,
-				    std::span<const std::byte> blk64)
+CacheContent classify_cache_content(std::span<const std::byte> head, std::span<const std::byte> tail,
+				    std::uint64_t device_bytes)
 {
-	if (blk.size() < 4096 || blk2.size() < 4096 || blk64.size() < 4096)
-		throw Error("classify_cache_content: 4 KiB blocks needed");
+	constexpr std::size_t mib = cache_check_bytes;
+	constexpr std::uint32_t md_magic = 0xa92b4efc;
+	if (head.size() < mib || tail.size() < mib || device_bytes < mib)
+		throw Error("classify_cache_content: the first and the last MiB are needed");
+	const std::uint64_t tail_offset = device_bytes - mib;
 	auto u8 = [](std::span<const std::byte> b, std::size_t at) { return std::uint8_t(b[at]); };
 	auto le16 = [&](std::span<const std::byte> b, std::size_t at) {
 		return std::uint16_t(u8(b, at) | u8(b, at + 1) << 8);
@@ -198,44 +202,88 @@ CacheContent classify_cache_content(std::span<const std::byte> blk, std::span<co
 	auto has = [](std::span<const std::byte> b, std::size_t at, std::string_view text) {
 		return std::memcmp(b.data() + at, text.data(), text.size()) == 0;
 	};
-	const std::uint32_t magic = le32(blk, 0);
-	if (magic == superblock_magic)
-		return {CacheContent::Kind::writeboost, "a writeboost cache (its log would be replayed)"};
+	auto zero = [](std::span<const std::byte> b) {
+		return std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; });
+	};
+	const std::uint32_t magic = le32(head, 0);
+	if (magic == superblock_magic) {
+		if (wb_superblock_valid(reinterpret_cast<const __u8*>(head.data())))
+			return {CacheContent::Kind::writeboost, "a writeboost cache (its log would be replayed)"};
+		return {CacheContent::Kind::foreign, "the writeboost magic but not a valid superblock"};
+	}
+
+	// Where the first non-zero byte is, if any: zeros at both ends are a
+	// request for a new cache, whatever a list of signatures knows.
+	std::optional<std::uint64_t> nonzero;
+	auto first = std::find_if(head.begin(), head.begin() + mib, [](std::byte x) { return x != std::byte{0}; });
+	if (first != head.begin() + mib) {
+		nonzero = std::uint64_t(first - head.begin());
+	} else {
+		auto last = std::find_if(tail.begin(), tail.begin() + mib, [](std::byte x) { return x != std::byte{0}; });
+		if (last != tail.begin() + mib)
+			nonzero = tail_offset + std::uint64_t(last - tail.begin());
+	}
+	if (!nonzero)
+		return {CacheContent::Kind::blank, "nothing (the first and the last MiB are zero)"};
+	// wb_wiped_cache_start: the trust record of a dm-wbkit cache whose
+	// first 4 KiB were zeroed (Debian's `writeboost -u`).
+	const std::size_t trust = WB_TRUST_SECTOR * sector_size;
+	if (zero(head.subspan(0, trust)) && le32(head, trust) == WB_TRUST_MAGIC && zero(head.subspan(trust + 4, 4)) &&
+	    zero(head.subspan(trust + 16, 4096 - 16)) && zero(head.subspan(trust + 4096, WB_SB_RECORD_OFFSET - trust - 4096)))
+		return {CacheContent::Kind::blank, "a dm-wbkit cache whose first 4 KiB were zeroed (formatted again)"};
+
+	// Only names what is there, for the message: the kernel's list.
 	const char* what = nullptr;
-	if (le16(blk, 1080) == 0xef53)
-		what = "an ext2/3/4 file system";
-	else if (has(blk, 0, "XFSB"))
+	const std::uint64_t md090 = (device_bytes & ~std::uint64_t(65535)) - 65536;
+	const std::uint64_t md10 = ((device_bytes / 512 - 16) & ~std::uint64_t(7)) * 512;
+	if (has(head, 0, "XFSB"))
 		what = "an XFS file system";
-	else if (has(blk64, 64, "_BHRfS_M"))
-		what = "a btrfs file system";
-	else if (has(blk, 0, "LUKS\xba\xbe"))
+	else if (has(head, 0, "LUKS\xba\xbe"))
 		what = "a LUKS header";
-	else if (le32(blk, 0) == 0xa92b4efc || le32(blk2, 0) == 0xa92b4efc)
-		what = "an MD RAID superblock";
-	else if (has(blk, 0, "LABELONE") || has(blk, 512, "LABELONE") || has(blk, 1024, "LABELONE") ||
-		 has(blk, 1536, "LABELONE"))
-		what = "an LVM2 physical volume label";
-	else if (has(blk, 4086, "SWAPSPACE2"))
-		what = "a swap area";
-	else if (has(blk2, 24, "\xc6\x85\x73\xf6\x4e\x1a\x45\xca\x82\x65\xf5\x7f\x48\xba\x6d\x81"))
-		what = "a bcache superblock";
-	else if (le32(blk, 0) == 0x23489321)
+	else if (le32(head, 0) == 0x23489321)
 		what = "a dm-writecache superblock";
-	else if (le32(blk, 32) == 6142003 && le32(blk, 36) == 0)
+	else if (le32(head, 0) == md_magic)
+		what = "an MD RAID superblock (1.1)";
+	else if (le32(head, 4096) == md_magic)
+		what = "an MD RAID superblock (1.2)";
+	else if (has(head, 0, "LABELONE") || has(head, 512, "LABELONE") || has(head, 1024, "LABELONE") ||
+		 has(head, 1536, "LABELONE"))
+		what = "an LVM2 physical volume label";
+	else if (has(head, 4096 + 24, "\xc6\x85\x73\xf6\x4e\x1a\x45\xca\x82\x65\xf5\x7f\x48\xba\x6d\x81"))
+		what = "a bcache superblock";
+	else if (le16(head, 1080) == 0xef53)
+		what = "an ext2/3/4 file system";
+	else if (le32(head, 1024) == 0xf2f52010)
+		what = "an f2fs file system";
+	else if (le16(head, 1024 + 6) == 0x3434)
+		what = "a nilfs2 file system";
+	else if (has(head, 65536 + 64, "_BHRfS_M"))
+		what = "a btrfs file system";
+	else if (has(head, 65536 + 52, "ReIsEr") || has(head, 8192 + 52, "ReIsEr"))
+		what = "a ReiserFS file system";
+	else if (has(head, 32768, "JFS1"))
+		what = "a JFS file system";
+	else if (has(head, 32768 + 1, "CD001"))
+		what = "an ISO 9660 file system";
+	else if (has(head, 4086, "SWAPSPACE2") || has(head, 4086, "SWAP-SPACE"))
+		what = "a swap area";
+	else if (le32(head, 32) == 6142003 && le32(head, 36) == 0)
 		what = "dm-cache metadata";
-	else if (le32(blk, 32) == 27022010 && le32(blk, 36) == 0)
+	else if (le32(head, 32) == 27022010 && le32(head, 36) == 0)
 		what = "dm-thin metadata";
-	else if (has(blk, 512, "EFI PART"))
+	else if (has(head, 512, "EFI PART"))
 		what = "a GPT partition table";
-	else if (u8(blk, 510) == 0x55 && u8(blk, 511) == 0xaa)
+	else if (u8(head, 510) == 0x55 && u8(head, 511) == 0xaa)
 		what = "a DOS partition table or boot sector";
+	else if (md090 >= tail_offset && le32(tail, md090 - tail_offset) == md_magic)
+		what = "an MD RAID superblock (0.90)";
+	else if (md10 >= tail_offset && le32(tail, md10 - tail_offset) == md_magic)
+		what = "an MD RAID superblock (1.0)";
+	else if (__builtin_popcount(magic ^ superblock_magic) <= 2)
+		what = "a damaged writeboost superblock";
 	if (what)
 		return {CacheContent::Kind::foreign, what};
-	if (std::all_of(blk.begin(), blk.begin() + 512, [](std::byte b) { return b == std::byte{0}; }))
-		return {CacheContent::Kind::blank, "nothing (sector 0 is zero)"};
-	if (__builtin_popcount(magic ^ superblock_magic) <= 2)
-		return {CacheContent::Kind::foreign, "a damaged writeboost superblock"};
-	return {CacheContent::Kind::foreign, "unknown data in sector 0"};
+	return {CacheContent::Kind::foreign, fmt::format("non-zero data at byte {}", *nonzero)};
 }
 
 namespace {
@@ -308,15 +356,20 @@ std::pair<unsigned, unsigned> parse_devno(const std::string& devno)
 	return {unsigned(*major), unsigned(*minor)};
 }
 
-// Zeroes the first MiB of a cache device (all of a smaller one): its
-// superblock and first segments, so that the target formats it instead of
-// replaying an old log.
+// Zeroes the first and the last MiB of a cache device (all of a smaller
+// one): its superblock and first segments, and whatever a foreign format
+// keeps at the end (MD 0.90 and 1.0, a GPT's backup), so that the target
+// formats it (the format rule: zeros at both ends) instead of replaying an
+// old log or refusing it.
 void zero_cache_head(const std::string& path, bool exclusive = true)
 {
 	auto device = open_device(path, {.writable = true, .direct = true, .exclusive = exclusive});
-	const std::uint64_t bytes = std::min<std::uint64_t>(device->size_bytes(), 1 << 20);
+	const std::uint64_t size = device->size_bytes();
+	const std::uint64_t bytes = std::min<std::uint64_t>(size, cache_check_bytes);
 	AlignedBuffer zeros{std::size_t(bytes)};
 	device->write_exact(0, zeros.span());
+	if (size > bytes)
+		device->write_exact(size - bytes, zeros.span());
 	device->flush_or_throw();
 }
 
@@ -475,25 +528,31 @@ std::unique_ptr<Device> open_cache_candidate(const std::string& path, const std:
 		throw RefusedError(fmt::format("{}: {} bytes, smaller than the superblock region and one segment ({} "
 					       "bytes)",
 					       path, check.bytes, least));
-	AlignedBuffer blk(4096), blk2(4096), blk64(4096);
-	device->read_exact(0, blk.span());
-	device->read_exact(4096, blk2.span());
-	device->read_exact(65536, blk64.span());
-	check.content = classify_cache_content(blk.span(), blk2.span(), blk64.span());
+	// The kernel's rule first (what the target would do), then libblkid,
+	// which knows far more signatures and names them as blkid(8) does.
+	AlignedBuffer head(cache_check_bytes), tail(cache_check_bytes);
+	device->read_exact(0, head.span());
+	device->read_exact(check.bytes - cache_check_bytes, tail.span());
+	check.content = classify_cache_content(head.span(), tail.span(), check.bytes);
+	if (check.content.kind != CacheContent::Kind::writeboost) {
+		if (auto found = probe_signature(path))
+			check.content = {CacheContent::Kind::foreign, fmt::format("{} (found by libblkid)", describe(*found))};
+	}
 	return device;
 }
 
-// --force over a refusal: the first MiB zeroed (the target formats the
+// --force over a refusal: the first and last MiB zeroed (the target formats the
 // cache), the refusal kept as what was overridden; without force, the
 // refusal thrown.
 void zero_or_refuse(const std::string& path, std::unique_ptr<Device> device, CacheCheck& check, bool force,
 		    const std::string& held)
 {
 	if (!force)
-		throw RefusedError(fmt::format("{} holds {}: refusing to use it as a cache (--force zeroes its first MiB "
-					       "and formats it: what it holds is lost)",
+		throw RefusedError(fmt::format("{} holds {}: refusing to use it as a cache (--force zeroes its first "
+					       "and last MiB and formats it: what it holds is lost)",
 					       path, held));
-	check.overridden = fmt::format("{} held {}: --force zeroed its first MiB, the target formats it", path, held);
+	check.overridden = fmt::format("{} held {}: --force zeroed its first and last MiB, the target formats it",
+				       path, held);
 	device.reset();
 	zero_cache_head(path);
 }
@@ -736,7 +795,7 @@ void refuse_dead(const WbTarget& target, const std::string& name)
 					name, name));
 }
 
-// Zeroes the old cache's first MiB (its log names blocks that are written
+// Zeroes the old cache's first and last MiB (its log names blocks that are written
 // elsewhere from now on: a later attach, or a construction after a crash,
 // must format it, not replay it). A failure is reported, not thrown: the
 // switch goes on (the new table does not use the old cache), and wbctl

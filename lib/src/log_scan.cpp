@@ -77,7 +77,8 @@ private:
 						scan_.superblock.magic, superblock_magic));
 			if (scan_.superblock.rest_nonzero)
 				add(FindingCode::superblock_padding_nonzero, {.cache_offset = 0},
-				    "sector 0 has non-zero bytes after the magic");
+				    "sector 0 has non-zero bytes after the magic: not a valid superblock, dm-wbkit "
+				    "refuses the device (neither replayed nor formatted)");
 		}
 		if (scan_.geometry.cache_bytes < superblock_size)
 			return;

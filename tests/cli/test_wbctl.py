@@ -311,7 +311,8 @@ def test_attach_refuses_a_file_system_and_force_wipes_it(fake, linear, loops, tm
     before = sha256(image)
     done = fake.run("attach", "wb", "--cache", cache)
     assert done.returncode == REFUSED, done.stderr
-    assert "ext2/3/4" in done.stderr
+    # libblkid names the crafted superblock ("ext2 (found by libblkid)").
+    assert "holds ext2" in done.stderr, done.stderr
     assert sha256(image) == before
     assert not any(c.startswith(("load", "suspend")) for c in fake.calls())
 
@@ -374,7 +375,7 @@ def test_replace_cache_refuses_a_file_system_and_force_wipes_it(fake, loops, tmp
     before = sha256(image)
     done = fake.run("replace-cache", "wb", "--cache", cache, "--keep-cache", "-q")
     assert done.returncode == REFUSED, done.stderr
-    assert "ext2/3/4" in done.stderr and sha256(image) == before
+    assert "holds ext2" in done.stderr and sha256(image) == before
     assert fake.get("live") == WB_TABLE and fake.calls() == ["table wb", "status wb"]
     done = fake.run("replace-cache", "wb", "--cache", cache, "--keep-cache", "-q", "--force")
     assert done.returncode == OK, done.stderr
@@ -545,7 +546,7 @@ def test_create_refuses_the_log_of_another_backing_device(fake, fresh, loops, tm
 
 
 @pytest.mark.parametrize("what,head", [
-    ("ext2/3/4", bytes(1080) + b"\x53\xef"),
+    ("holds ext2", bytes(1080) + b"\x53\xef"),
     ("bcache", bytes(4096 + 24) + bytes([0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a, 0x45, 0xca,
                                          0x82, 0x65, 0xf5, 0x7f, 0x48, 0xba, 0x6d, 0x81])),
 ], ids=["ext4", "bcache"])
@@ -558,7 +559,48 @@ def test_create_refuses_what_the_cache_holds_and_force_wipes_it(fake, fresh, loo
     assert what in done.stderr and sha256(image) == before and fake.get("live") is None
     done = fake.run("create", "wb", "--backing", fresh, "--cache", cache, "--force")
     assert done.returncode == OK, done.stderr
-    assert image.read_bytes()[: 1 << 20] == bytes(1 << 20)
+    assert image.read_bytes()[: 1 << 20] == bytes(1 << 20) and image.read_bytes()[-(1 << 20):] == bytes(1 << 20)
+
+
+def test_create_names_what_libblkid_finds_and_force_zeroes_both_ends(fake, fresh, loops, tmp_path):
+    if not shutil.which("mkfs.ext4"):
+        pytest.skip("mkfs.ext4 not installed")
+    image = tmp_path / "ext4.img"
+    image.write_bytes(bytes(8 << 20))
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+    cache = loops(image)
+    before = sha256(image)
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", cache)
+    assert done.returncode == REFUSED, done.stderr
+    assert f"{cache} holds ext4 (found by libblkid)" in done.stderr, done.stderr
+    assert sha256(image) == before and fake.get("live") is None
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", cache, "--force")
+    assert done.returncode == OK, done.stderr
+    data = image.read_bytes()
+    assert data[: 1 << 20] == bytes(1 << 20) and data[-(1 << 20):] == bytes(1 << 20)
+
+
+def test_attach_refuses_data_in_the_last_mib(fake, linear, loops, tmp_path):
+    # Sector 0 and the first MiB zero: only the kernel's total rule (zeros
+    # at both ends) sees it.
+    image = cache_image(tmp_path)
+    with open(image, "r+b") as f:
+        f.seek((4 << 20) - 4096)
+        f.write(b"data at the end")
+    cache = loops(image)
+    before = sha256(image)
+    done = fake.run("attach", "wb", "--cache", cache)
+    assert done.returncode == REFUSED, done.stderr
+    assert f"non-zero data at byte {(4 << 20) - 4096}" in done.stderr, done.stderr
+    assert sha256(image) == before
+
+
+def test_create_refuses_a_writeboost_magic_that_is_no_superblock(fake, fresh, loops, tmp_path):
+    image = cache_image(tmp_path, b"tsBW" + b"junk")
+    cache = loops(image)
+    done = fake.run("create", "wb", "--backing", fresh, "--cache", cache)
+    assert done.returncode == REFUSED, done.stderr
+    assert "not a valid superblock" in done.stderr, done.stderr
 
 
 def test_create_refuses_a_backing_device_in_use_and_the_same_device_twice(fake, fresh, loops, tmp_path):

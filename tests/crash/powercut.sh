@@ -290,7 +290,7 @@ run_series() {
 wb_load_target $target
 B=/dev/vda
 C=/dev/vdb
-[ $boot != 1 ] || \$DD if=/dev/zero of=\$C bs=1M count=1 oflag=direct status=none
+[ $boot != 1 ] || wb_zero_cache \$C
 wb_dm_create wb "0 \$(wb_sectors \$B) writeboost \$B \$C $targs"
 wb_report start_status "\$(wb_dm_status wb)"
 if [ -n "$prev_seed" ]; then

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 
 #include "wbkit/control.hpp"
 #include "wbkit/format.hpp"
+#include "wbkit/probe.hpp"
 #include "temp_image.hpp"
 
 using namespace wbkit;
@@ -289,54 +291,189 @@ TEST(ControlTable, Options)
 // ---------------------------------------------------------------------------
 // The cache check's rule
 
+namespace {
+
+// The first and last MiB of a device of `bytes` bytes, zero.
+struct Ends {
+	explicit Ends(std::uint64_t bytes = 16 << 20) : size(bytes) {}
+	std::vector<std::byte> head = std::vector<std::byte>(cache_check_bytes);
+	std::vector<std::byte> tail = std::vector<std::byte>(cache_check_bytes);
+	std::uint64_t size;
+	CacheContent classify() const { return classify_cache_content(head, tail, size); }
+	void put(std::size_t at, std::string_view text) { std::memcpy(head.data() + at, text.data(), text.size()); }
+	void put32(std::size_t at, std::uint32_t v) { std::memcpy(head.data() + at, &v, 4); } // little-endian host
+};
+
+} // namespace
+
 TEST(ControlCache, Classify)
 {
-	std::vector<std::byte> b0(4096), b1(4096), b64(4096);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::blank);
+	Ends e;
+	EXPECT_EQ(e.classify().kind, CacheContent::Kind::blank);
 
-	const std::uint32_t magic = superblock_magic;
-	std::memcpy(b0.data(), &magic, 4); // little-endian host
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::writeboost);
-	const std::uint32_t flipped = magic ^ 0x11;
-	std::memcpy(b0.data(), &flipped, 4);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "a damaged writeboost superblock");
-	std::memcpy(b0.data(), "junkjunk", 8);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "unknown data in sector 0");
+	e.put32(0, superblock_magic);
+	EXPECT_EQ(e.classify().kind, CacheContent::Kind::writeboost);
+	// The magic then anything but zeros in sector 0: not a superblock.
+	e.put(100, "x");
+	EXPECT_EQ(e.classify().kind, CacheContent::Kind::foreign);
+	EXPECT_EQ(e.classify().what, "the writeboost magic but not a valid superblock");
+	e.head[100] = std::byte{0};
+	e.put32(0, superblock_magic ^ 0x11);
+	EXPECT_EQ(e.classify().what, "a damaged writeboost superblock");
+	e.put(0, "junkjunk");
+	EXPECT_EQ(e.classify().what, "non-zero data at byte 0");
 
-	std::fill(b0.begin(), b0.end(), std::byte{0});
-	b0[1080] = std::byte{0x53};
-	b0[1081] = std::byte{0xef}; // sector 0 stays zero, as with ext4
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::foreign);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "an ext2/3/4 file system");
+	Ends ext;
+	ext.head[1080] = std::byte{0x53};
+	ext.head[1081] = std::byte{0xef}; // sector 0 stays zero, as with ext4
+	EXPECT_EQ(ext.classify().kind, CacheContent::Kind::foreign);
+	EXPECT_EQ(ext.classify().what, "an ext2/3/4 file system");
 
-	std::fill(b0.begin(), b0.end(), std::byte{0});
-	std::memcpy(b64.data() + 64, "_BHRfS_M", 8);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "a btrfs file system");
+	Ends btrfs;
+	btrfs.put(65536 + 64, "_BHRfS_M");
+	EXPECT_EQ(btrfs.classify().what, "a btrfs file system");
+}
+
+TEST(ControlCache, TotalRule)
+{
+	// Data the list does not know, anywhere in the first MiB or the last:
+	// refused by where it is.
+	Ends mid;
+	mid.head[700000] = std::byte{1};
+	EXPECT_EQ(mid.classify().kind, CacheContent::Kind::foreign);
+	EXPECT_EQ(mid.classify().what, "non-zero data at byte 700000");
+	Ends end;
+	end.tail[cache_check_bytes - 1] = std::byte{1};
+	EXPECT_EQ(end.classify().what, fmt::format("non-zero data at byte {}", (16 << 20) - 1));
+	// Past the first MiB and before the last: not looked at.
+	Ends small(3 << 20);
+	EXPECT_EQ(small.classify().kind, CacheContent::Kind::blank);
+
+	Ends f2fs, nilfs, jfs, reiser, iso, md12, md090, md10;
+	f2fs.put32(1024, 0xf2f52010);
+	EXPECT_EQ(f2fs.classify().what, "an f2fs file system");
+	nilfs.put(1024 + 6, "\x34\x34");
+	EXPECT_EQ(nilfs.classify().what, "a nilfs2 file system");
+	jfs.put(32768, "JFS1");
+	EXPECT_EQ(jfs.classify().what, "a JFS file system");
+	reiser.put(65536 + 52, "ReIsEr2Fs");
+	EXPECT_EQ(reiser.classify().what, "a ReiserFS file system");
+	iso.put(32769, "CD001");
+	EXPECT_EQ(iso.classify().what, "an ISO 9660 file system");
+	md12.put32(4096, 0xa92b4efc);
+	EXPECT_EQ(md12.classify().what, "an MD RAID superblock (1.2)");
+	// 0.90: 64 KiB from the 64 KiB-aligned end; 1.0: 8 KiB from the end,
+	// 4 KiB aligned. The tail is the last MiB of a 16 MiB device.
+	const std::uint32_t md = 0xa92b4efc;
+	std::memcpy(md090.tail.data() + cache_check_bytes - 65536, &md, 4);
+	EXPECT_EQ(md090.classify().what, "an MD RAID superblock (0.90)");
+	std::memcpy(md10.tail.data() + cache_check_bytes - 8192, &md, 4);
+	EXPECT_EQ(md10.classify().what, "an MD RAID superblock (1.0)");
+}
+
+TEST(ControlCache, WipedCacheStart)
+{
+	// Debian's writeboost -u zeroes the first 4 KiB of a cache dm-wbkit
+	// formatted: its trust record (sector 8) and the superblock record
+	// (sector 2047) stay, old segments after them. Formatted again.
+	Ends e;
+	e.put32(4096, 0x72544257);
+	e.put(4096 + 8, "\x01");
+	e.put(0xFFE00, "\x07");
+	e.tail[5] = std::byte{9};
+	EXPECT_EQ(e.classify().kind, CacheContent::Kind::blank);
+	// Anything else in the superblock region: not ours, refused.
+	e.put(8192, "x");
+	EXPECT_EQ(e.classify().kind, CacheContent::Kind::foreign);
+	e.head[8192] = std::byte{0};
+	e.put(4096 + 4, "p"); // the record's padding
+	EXPECT_EQ(e.classify().kind, CacheContent::Kind::foreign);
 }
 
 TEST(ControlCache, OtherCachesSignatures)
 {
-	std::vector<std::byte> b0(4096), b1(4096), b64(4096);
-	// bcache's superblock sits at 4 KiB, its sector 0 zero: the kernel's
-	// rule alone would format it.
+	Ends e;
+	// bcache's superblock sits at 4 KiB, its sector 0 zero.
 	const unsigned char bcache_magic[] = {0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a, 0x45, 0xca,
 					      0x82, 0x65, 0xf5, 0x7f, 0x48, 0xba, 0x6d, 0x81};
-	std::memcpy(b1.data() + 24, bcache_magic, sizeof bcache_magic);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::foreign);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "a bcache superblock");
-	b1[30] = std::byte{0}; // one byte off is not bcache's
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).kind, CacheContent::Kind::blank);
+	std::memcpy(e.head.data() + 4096 + 24, bcache_magic, sizeof bcache_magic);
+	EXPECT_EQ(e.classify().kind, CacheContent::Kind::foreign);
+	EXPECT_EQ(e.classify().what, "a bcache superblock");
+	e.head[4096 + 30] = std::byte{0}; // one byte off is not bcache's: still not zero
+	EXPECT_EQ(e.classify().what, "non-zero data at byte 4120");
 
-	const std::uint32_t writecache = 0x23489321;
-	std::memcpy(b0.data(), &writecache, 4);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "a dm-writecache superblock");
-	std::fill(b0.begin(), b0.end(), std::byte{0});
-	b0[0] = std::byte{0x11}; // a checksum
-	const std::uint64_t cache_meta = 6142003, thin_meta = 27022010;
-	std::memcpy(b0.data() + 32, &cache_meta, 8);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "dm-cache metadata");
-	std::memcpy(b0.data() + 32, &thin_meta, 8);
-	EXPECT_EQ(classify_cache_content(b0, b1, b64).what, "dm-thin metadata");
+	Ends wc;
+	wc.put32(0, 0x23489321);
+	EXPECT_EQ(wc.classify().what, "a dm-writecache superblock");
+	Ends meta;
+	meta.head[0] = std::byte{0x11}; // a checksum
+	meta.put32(32, 6142003);
+	EXPECT_EQ(meta.classify().what, "dm-cache metadata");
+	meta.put32(32, 27022010);
+	EXPECT_EQ(meta.classify().what, "dm-thin metadata");
+}
+
+// ---------------------------------------------------------------------------
+// libblkid's probe (a regular file is a valid probe target)
+
+namespace {
+
+// Runs a program quietly; false when it is missing or fails.
+bool run_quietly(const std::string& command)
+{
+	return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+} // namespace
+
+TEST(ControlProbe, NothingOnZeros)
+{
+	wbkit::testing::TempDir dir;
+	const std::string image = dir.make_image("zero.img", 16 << 20);
+	EXPECT_FALSE(probe_signature(image).has_value());
+}
+
+TEST(ControlProbe, NamesWhatMkfsMade)
+{
+	wbkit::testing::TempDir dir;
+	struct Case {
+		const char* name;
+		const char* command; // {}: the image
+		const char* type;
+		bool table;
+	};
+	const Case cases[] = {
+		{"ext4", "mkfs.ext4 -q -F {}", "ext4", false},
+		{"swap", "mkswap {}", "swap", false},
+		{"xfs", "mkfs.xfs -q -f {}", "xfs", false},
+		{"f2fs", "mkfs.f2fs -q -f {}", "f2fs", false},
+		{"gpt", "printf 'label: gpt\\n,8M\\n' | sfdisk -q {}", "gpt", true},
+	};
+	int ran = 0;
+	for (const Case& c : cases) {
+		const std::string image =
+			dir.make_image(std::string(c.name) + ".img", std::string(c.name) == "xfs" ? 320 << 20 : 64 << 20);
+		if (!run_quietly(fmt::format(fmt::runtime(c.command), image)))
+			continue; // the tool is not installed here
+		++ran;
+		const auto found = probe_signature(image);
+		ASSERT_TRUE(found.has_value()) << c.name;
+		EXPECT_EQ(found->type, c.type);
+		EXPECT_EQ(found->partition_table, c.table);
+	}
+	if (ran == 0)
+		GTEST_SKIP() << "no mkfs tool installed";
+	const std::string md = dir.make_image("md.img", 16 << 20);
+	if (run_quietly(fmt::format("python3 {}/tests/vm/mkmd.py {} 1.2", WBKIT_SOURCE_DIR, md))) {
+		const auto found = probe_signature(md);
+		ASSERT_TRUE(found.has_value());
+		EXPECT_EQ(describe(*found), "linux_raid_member 1.2");
+	}
+}
+
+TEST(ControlProbe, MissingFile)
+{
+	EXPECT_THROW(probe_signature("/nonexistent/wbkit-probe"), IoError);
 }
 
 // ---------------------------------------------------------------------------

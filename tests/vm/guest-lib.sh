@@ -175,6 +175,18 @@ wb_sectors() {
 	$BLOCKDEV --getsz "$1"
 }
 
+# wb_zero_cache <dev>: zeroes the first and the last MiB of a device, which
+# dm-wbkit then formats as a new cache (kmod/README.md, the format rule: a
+# device with anything else there is refused). Upstream formats any device
+# without its magic, so this does for both.
+wb_zero_cache() {
+	zsz=$(wb_sectors "$1") || wb_fail "no size for $1"
+	$DD if=/dev/zero of="$1" bs=1M count=1 oflag=direct status=none ||
+		wb_fail "zeroing the first MiB of $1 failed"
+	[ "$zsz" -le 2048 ] || $DD if=/dev/zero of="$1" bs=512 count=2048 seek=$((zsz - 2048)) oflag=direct status=none ||
+		wb_fail "zeroing the last MiB of $1 failed"
+}
+
 # The caches the kernel already has, and the writeboost targets, behind one
 # pair of calls, so that a crash check and a benchmark build each the same way.
 #   wb_cache_create <kind> <backing> <cache> [format]
@@ -233,8 +245,8 @@ wb_cache_create() {
 	wbkit | upstream)
 		type=writeboost
 		[ "$kind" = wbkit ] && type=$WB_WBKIT_TARGET
-		# An invalid magic makes either target format the cache: an empty log.
-		[ -z "$format" ] || $DD if=/dev/zero of="$cache" bs=1M count=1 oflag=direct status=none
+		# Zeros at both ends make either target format the cache: an empty log.
+		[ -z "$format" ] || wb_zero_cache "$cache"
 		table="0 $sectors $type $backing $cache"
 		;;
 	writecache | writecache-wm)

@@ -171,7 +171,7 @@ int wipe_exit(const Options& o, const wbkit::SwitchResult& r)
 {
 	if (r.wipe_error) {
 		std::cerr << "wbctl: " << o.name << ": the old cache device could not be wiped: " << *r.wipe_error
-			  << "; it still holds the old log: zero its first MiB before it is used again\n";
+			  << "; it still holds the old log: zero its first and last MiB before it is used again\n";
 		return int(wbkit::ExitCode::damage);
 	}
 	return int(wbkit::ExitCode::ok);
@@ -385,7 +385,7 @@ int main(int argc, char** argv)
 		->type_name("KEY=VALUE");
 	create->add_flag("--force", o.force,
 			 "use a cache device that holds something else (a file system, another cache, a log the "
-			 "target would refuse or of another backing device): its first MiB is zeroed and the target "
+			 "target would refuse or of another backing device): its first and last MiB are zeroed and the target "
 			 "formats it");
 	auto* tab = create->add_flag("--tab", o.tab,
 				     "add the device to /etc/writeboosttab, so that it is created at boot");
@@ -410,7 +410,7 @@ int main(int argc, char** argv)
 	auto* detach = app.add_subcommand("detach", "flush, then switch the device to a linear mapping of its backing device");
 	detach->add_option("NAME", o.name, "the device-mapper device")->required();
 	detach->add_flag("--keep-cache", o.keep_cache,
-			 "leave the cache device's old log in place (default: zero its first MiB once it is free; "
+			 "leave the cache device's old log in place (default: zero its first and last MiB once it is free; "
 			 "a later attach of the old log would replay stale data)");
 	add_drain_options(*detach, o);
 
@@ -436,9 +436,9 @@ int main(int argc, char** argv)
 		->required();
 	replace->add_flag("--force", o.force,
 			  "use a new cache device that holds something (a file system, another cache's log): its "
-			  "first MiB is zeroed and the target formats it");
+			  "first and last MiB are zeroed and the target formats it");
 	replace->add_flag("--keep-cache", o.keep_cache,
-			  "leave the old cache device's log in place (default: zero its first MiB once it is free)");
+			  "leave the old cache device's log in place (default: zero its first and last MiB once it is free)");
 	add_drain_options(*replace, o);
 
 	auto* mode = app.add_subcommand("mode", "flush, then reload the device's table in write-back or write-around mode");

@@ -72,20 +72,27 @@ std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<c
 // What a cache device holds (attach's and create's check)
 
 // The kernel's rule (dm-wbkit-metadata.c, wb_check_cache_signature; the
-// format rule of kmod/README.md), from the first 4 KiB, the second 4 KiB and
-// the 4 KiB at 64 KiB of the device.
+// format rule of kmod/README.md), from the first and the last MiB of the
+// device: a valid superblock is a cache, zeros at both ends (or a dm-wbkit
+// cache whose first 4 KiB were zeroed) are blank, anything else is foreign,
+// named by the kernel's list where it knows it, else by the first non-zero
+// byte. The tools also ask libblkid (probe_signature), which knows more.
+inline constexpr std::size_t cache_check_bytes = 1 << 20;
 struct CacheContent {
 	enum class Kind {
-		blank,      // sector 0 zero, no known signature: the target formats it
-		writeboost, // the magic WBst: the target replays its log
-		foreign,    // a known signature or unknown data in sector 0
+		blank,      // zeros in the first and last MiB: the target formats it
+		writeboost, // a valid superblock (WBst): the target replays its log
+		foreign,    // anything else: refused
 	};
 	Kind kind = Kind::blank;
-	std::string what; // foreign: "an ext2/3/4 file system", ...; writeboost: "a writeboost cache"
+	// foreign: "an ext2/3/4 file system", "non-zero data at byte 4096",
+	// "ext4 (found by libblkid)"; writeboost: "a writeboost cache ..."
+	std::string what;
 };
-// Each span at least 4096 bytes.
-CacheContent classify_cache_content(std::span<const std::byte> block0, std::span<const std::byte> block1,
-				    std::span<const std::byte> block64k);
+// head: the first cache_check_bytes, tail: the last (they overlap on a
+// device under 2 MiB); device_bytes at least cache_check_bytes.
+CacheContent classify_cache_content(std::span<const std::byte> head, std::span<const std::byte> tail,
+				    std::uint64_t device_bytes);
 
 // The recovery rule of detach and replace-cache (wbctl(8), CRASHES): after a
 // power cut at any step of the switch, the device to construct is
@@ -148,7 +155,7 @@ public:
 	virtual void flush_device(const std::string& name) = 0;
 	// The size in 512-byte sectors of a block device named `major:minor`.
 	virtual std::uint64_t device_sectors(const std::string& devno) = 0;
-	// Zeroes the first MiB of the old cache device `major:minor` and syncs
+	// Zeroes the first and last MiB of the old cache device `major:minor` and syncs
 	// it: the old superblock and segment headers are gone, the targets
 	// format it when it is next used. Called while the device `holder`
 	// (a device-mapper name) is suspended and its old table still holds
@@ -312,7 +319,7 @@ struct SwitchResult {
 	unsigned attempts = 0;
 	FlushResult flushed;                   // the first flush (the drained switches)
 	bool drained = false;                  // a drained switch: flushed, written back while suspended
-	bool cache_wiped = false;              // detach, replace-cache: the old cache's first MiB was zeroed
+	bool cache_wiped = false;              // detach, replace-cache: the old cache's first and last MiB were zeroed
 	std::optional<std::string> wipe_error; // detach, replace-cache: the old cache could not be wiped
 	// mode: the mode asked for ("write-back", "write-around"), and whether
 	// the table changed (false: it had that mode, nothing was done).
@@ -343,7 +350,7 @@ struct CacheCheck {
 	std::string devno; // major:minor
 	std::uint64_t bytes = 0;
 	CacheContent content;
-	// --force: what was overridden, worded; the first MiB was zeroed.
+	// --force: what was overridden, worded; the first and last MiB were zeroed.
 	std::optional<std::string> overridden;
 };
 
@@ -352,7 +359,7 @@ struct CacheCheck {
 // itself (`not_devnos`, major:minor), large enough for the superblock region
 // and one segment, and blank: anything else (a file system, another cache's
 // log, unknown data) is refused (RefusedError) unless force, which zeroes
-// its first MiB so that the target formats a fresh cache.
+// its first and last MiB so that the target formats a fresh cache.
 CacheCheck prepare_attach_cache(const std::string& path, const std::vector<std::string>& not_devnos, bool force);
 
 // The device must be one linear target over the whole of its backing device
@@ -433,7 +440,7 @@ struct CreateCheck {
 // the target to replay, after a read-only scan: a log the target would
 // refuse, or one that names blocks past the end of this backing device
 // (the log of another backing device), is refused (RefusedError) unless
-// force, which zeroes the cache's first MiB as for foreign content (the
+// force, which zeroes the cache's first and last MiB as for foreign content (the
 // log's dirty blocks are then lost, and the warning counts them).
 CreateCheck prepare_create_devices(const std::string& backing, const std::optional<std::string>& cache, bool force);
 

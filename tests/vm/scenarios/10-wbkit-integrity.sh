@@ -45,8 +45,9 @@ $DMSETUP remove wb || wb_fail "remove failed"
 
 # Partial blocks over non-zero backing data: the target must merge them.
 # The backing device changes behind the cache's back, so start a new cache
-# (zero sector 0: the next target formats it) instead of replaying the old.
-$DD if=/dev/zero of=/dev/vdb bs=4k count=1 oflag=direct 2>/dev/null
+# (zero its first and last MiB: the next target formats it) instead of
+# replaying the old.
+wb_zero_cache /dev/vdb
 $DD if=/dev/urandom of=/dev/vda bs=1M count=2 oflag=direct 2>/dev/null
 $DD if=/dev/vda of=/tmp/model bs=1M count=2 2>/dev/null
 wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"

@@ -25,7 +25,7 @@ dev=/dev/mapper/wb
 
 # A fresh target over linear mappings that can be swapped for failing ones.
 setup() {
-	$DD if=/dev/zero of=/dev/vdb bs=4k count=1 oflag=direct 2>/dev/null
+	wb_zero_cache /dev/vdb
 	wb_dm_create backd "0 $LB linear /dev/vda 0"
 	wb_dm_create cached "0 $LC linear /dev/vdb 0"
 	wb_dm_create wb "0 $LB writeboost /dev/mapper/backd /dev/mapper/cached"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The target formats only a cache device whose sector 0 is all zeros. A
-# device holding anything else without the writeboost magic (a file system
-# on a mistyped path, a superblock with one flipped bit, unknown data, a
-# bcache cache device, whose sector 0 is zero) is refused with a message naming the device and what it holds, and left
-# byte-identical. Read-only tables are refused without a write. A failed
+# The target formats only a cache device whose first and last MiB are all
+# zeros. A device holding anything else without the writeboost magic (a
+# file system on a mistyped path, a superblock with one flipped bit, unknown
+# data, a bcache cache device, whose sector 0 is zero) is refused with a
+# message naming the device and what it holds, and left byte-identical
+# (99-wbkit-format-guard-all checks every common signature). Read-only tables are refused without a write. A failed
 # write on the backing device names the right operation and start sector in
 # the dead state; a failed read miss fails alone and says where in the log.
 set -euo pipefail
@@ -25,7 +26,7 @@ printf '\x75' | dd of="$work/flipped.img" bs=1 seek=0 conv=notrunc status=none
 # vdd: unknown data in sector 0, zeros elsewhere.
 vm_image "$work/junk.img" 8M
 printf 'not a cache, just some bytes' | dd of="$work/junk.img" bs=1 seek=100 conv=notrunc status=none
-# vde, vdf: blank caches (sector 0 zero) for the read-only and error cases.
+# vde, vdf: blank caches (all zeros) for the read-only and error cases.
 vm_image "$work/blank1.img" 8M
 vm_image "$work/blank2.img" 8M
 # vdg: a bcache cache device, as make-bcache leaves it: the superblock at
@@ -89,7 +90,7 @@ $DMSETUP message ew 0 drop_caches 2>/dev/null && wb_report drop_caches_succeeded
 wb_report write_status "$(wb_dm_status ew)"
 wb_report write_cause "$($DMSETUP message ew 0 dead_cause)"
 $DMSETUP remove ew || wb_fail "remove of the dead target failed"
-$DD if=/dev/zero of=/dev/vdf bs=4k count=1 oflag=direct 2>/dev/null
+wb_zero_cache /dev/vdf
 wb_dm_create er "0 $LB writeboost /dev/mapper/bk /dev/vdf"
 $DD if=/dev/mapper/er of=/dev/null bs=512 count=2 skip=$((E + 3)) iflag=direct 2>/dev/null && wb_report read_succeeded yes
 wb_report read_status "$(wb_dm_status er)"
@@ -117,7 +118,7 @@ expect_refused() {
 }
 expect_refused ext4 "ext2/3/4 file system"
 expect_refused flipped "damaged writeboost superblock"
-expect_refused junk "unknown data in sector 0"
+expect_refused junk "non-zero data at byte 100"
 expect_refused bcache "a bcache superblock"
 expect_refused readonly "Read-only tables are not supported"
 wbkit_expect readonly_unchanged yes || fail=1

@@ -99,7 +99,7 @@ wb_has_upstream && urgent writeboost vda vdb upstream
 urgent wbkit vdc vdd wbkit
 # 3. dm-wbkit in the background: other writes, over a fresh cache.
 stamp="--seed 80 --size 48M --ops 1500 --partial-pct 0 --flush-every 0"
-$DD if=/dev/zero of=/dev/vdd bs=1M count=1 oflag=direct status=none
+wb_zero_cache /dev/vdd
 wb_dm_create wb "0 $(wb_sectors /dev/vdc) wbkit /dev/vdc /dev/vdd 2 writeback_threshold 0"
 fill /dev/mapper/wb
 $DMSETUP message wb 0 writeback_threshold 100 || wb_fail "writeback_threshold 100"

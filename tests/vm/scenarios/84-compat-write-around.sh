@@ -82,7 +82,7 @@ run() { # <backing> <cache> <tag>
 
 	# A cache left dirty by write-back mode, then write_around_mode 1.
 	$DD if=/tmp/base of="$1" bs=1M oflag=direct 2>/dev/null || wb_fail "cannot fill $1"
-	$DD if=/dev/zero of="$2" bs=1M count=2 oflag=direct 2>/dev/null || wb_fail "cannot zero $2"
+	wb_zero_cache "$2"
 	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2"
 	for i in 9 10 11 12 13 14 15; do wr $((1500 + i)) "$i"; done
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
@@ -95,7 +95,7 @@ run() { # <backing> <cache> <tag>
 
 	# Write-back data D, written back; write-around data W over it; then
 	# write-back mode again: replay must not bring D back over W.
-	$DD if=/dev/zero of="$2" bs=1M count=2 oflag=direct 2>/dev/null || wb_fail "cannot zero $2"
+	wb_zero_cache "$2"
 	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2"
 	wr 1600 0
 	$DD if=/dev/null of=/dev/mapper/wb bs=4k count=0 conv=fsync,notrunc 2>/dev/null || wb_fail "$3: flush failed"

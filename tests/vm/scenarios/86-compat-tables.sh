@@ -74,7 +74,7 @@ run() { # <cache> <tag>
 		# A fresh cache per line (both format it): upstream writes back
 		# while it constructs on a wrapped log, which would show in
 		# nr_cur_batched_writeback.
-		$DD if=/dev/zero of="$1" bs=1M count=1 oflag=direct 2>/dev/null || wb_fail "cannot zero $1"
+		wb_zero_cache "$1"
 		if $DMSETUP create wb --table "0 $LB writeboost /dev/vda $1 $args" 2>/dev/null; then
 			wb_report "t${i}_loads_$2" yes
 			wb_report "t${i}_table_$2" "$($DMSETUP table wb | cut -d' ' -f6-)"

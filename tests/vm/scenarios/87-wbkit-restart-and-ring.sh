@@ -72,7 +72,7 @@ rollback wbkit /dev/vdc /dev/vdd
 
 # 2. One read cache cell: read misses, then the same blocks read again.
 $DD if=/dev/zero of=/dev/vdc bs=1M count=1 oflag=direct status=none
-$DD if=/dev/zero of=/dev/vdd bs=1M count=1 oflag=direct status=none
+wb_zero_cache /dev/vdd
 wb_dm_create one "0 $(wb_sectors /dev/vdc) wbkit /dev/vdc /dev/vdd 4 read_cache_threshold 1 nr_read_cache_cells 1"
 $WBSTAMP write /dev/mapper/one --seed 87 --size 1M --ops 64 --flush-every 8 --final-flush >/dev/null ||
 	wb_fail "wbstamp write on one cell"

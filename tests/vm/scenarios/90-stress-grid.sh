@@ -136,7 +136,7 @@ row() {
 	target=\$1 tag=\$2 bdev=\$3 cdev=\$4 n=\$5
 	opts="14 writeback_threshold \$6 nr_max_batched_writeback \$7 update_sb_record_interval \$8 sync_data_interval \$9 read_cache_threshold \${10} write_around_mode \${11} nr_read_cache_cells \${12}"
 	\$DD if=/dev/zero of=\$bdev bs=1M count=16 oflag=direct status=none
-	\$DD if=/dev/zero of=\$cdev bs=1M count=1 oflag=direct status=none
+	wb_zero_cache \$cdev
 	dev=\$cdev
 	delay=\${13}
 	[ "\$FAULTS" = 1 ] && [ "\$delay" -lt 2 ] && delay=2

@@ -71,9 +71,12 @@ $1 $2 error
 $(($1 + $2)) $((end - $1 - $2)) linear /dev/vdb $(($1 + $2))"
 }
 
-# mk <target> <backing table> <cache table> [optargs]: a fresh cache.
+# mk <target> <backing table> <cache table> [optargs]: a fresh cache. All
+# of vdb (16 MiB) is zeroed: a cache table shorter than vdb (hdr_zero) has
+# its last MiB in the middle of vdb, and dm-wbkit formats only a device
+# whose first and last MiB are zero.
 mk() {
-	$DD if=/dev/zero of=/dev/vdb bs=1M count=2 oflag=direct 2>/dev/null
+	$DD if=/dev/zero of=/dev/vdb bs=1M count=$((LC / 2048)) oflag=direct status=none || wb_fail "cannot zero /dev/vdb"
 	wb_dm_create backd "$2"
 	wb_dm_create cached "$3"
 	wb_dm_create wb "0 $LB $1 /dev/mapper/backd /dev/mapper/cached ${4:-}"

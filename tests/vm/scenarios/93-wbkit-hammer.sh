@@ -56,7 +56,7 @@ round() {
 		fi
 	fi
 	wb_report "\$1" "\$result"
-	\$DD if=/dev/zero of=/dev/vdb bs=1M count=1 oflag=direct status=none
+	wb_zero_cache /dev/vdb
 }
 round plain /dev/vdb
 wb_dm_create cdelay "0 \$cache_sectors delay /dev/vdb 0 2"

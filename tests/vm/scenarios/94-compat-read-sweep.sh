@@ -46,7 +46,7 @@ cache_written() { awk '{ print \$7 }' /sys/block/\$1/stat; }
 # sweep <tag> <cache disk> <message|table>: three passes; reports
 # <tag>_<how>_<pass>=hits,cache KiB written,seconds,data
 sweep() {
-	\$DD if=/dev/zero of=/dev/\$2 bs=1M count=1 oflag=direct status=none
+	wb_zero_cache /dev/\$2
 	if [ \$3 = message ]; then
 		wb_dm_create wb "0 \$backing_sectors writeboost /dev/vda /dev/\$2 2 write_around_mode 1"
 		\$DMSETUP message wb 0 read_cache_threshold 127 || wb_fail "\$1: message read_cache_threshold 127"
