@@ -104,6 +104,7 @@ struct Options {
 	bool one_flush_domain = false; // every part of the logged device behind one volatile cache (the old model)
 	std::string keep_refused;      // keep the images of states whose log the shared decision refuses here
 	std::uint64_t max_refused = 20;
+	std::string keep_lost; // keep the images of states whose walk skipped a segment lost in flight here
 };
 
 // A destination that loses power after a byte budget: the write that crosses
@@ -659,6 +660,16 @@ private:
 				counts_.lost_in_flight += !scan->lost_slots.empty();
 				if (scan->refused())
 					note_refused(state, part, kind, entry, *scan);
+				if (!scan->lost_slots.empty() && !o_.keep_lost.empty() && counts_.lost_in_flight <= o_.max_refused &&
+				    part.offset) {
+					const fs::path dir = fs::path(o_.keep_lost) /
+							     fmt::format("{}-{}-entry{}-lost{}", fs::path(o_.recording).filename().string(),
+									 kind, entry, counts_.lost_in_flight);
+					keep_state(state, part, dir);
+					std::cout << fmt::format("LOST-IN-FLIGHT {} state entry={}: slot {}; acknowledged writes 1..{}; "
+								 "images kept in {}\n",
+								 kind, entry, scan->lost_slots.front(), level_, dir.string());
+				}
 				log_problem = own_log_problem(*scan);
 				// A cache the target never formatted yet: the backing device alone is the logical device.
 				if (scan->replayable()) {
@@ -888,16 +899,22 @@ private:
 			return;
 		fs::path dir = fs::path(o_.keep_refused) /
 			       fmt::format("{}-{}-entry{}-{}-{}", fs::path(o_.recording).filename().string(), kind, entry, why, n);
-		fs::create_directories(dir);
-		save_part(state, *part.offset, part.bytes, dir / "cache.img");
-		if (meta_.log_backing_offset)
-			save_part(state, *meta_.log_backing_offset, meta_.backing_bytes, dir / "backing.img");
-		std::ofstream(dir / "level") << level_ << "\n";
+		keep_state(state, part, dir);
 		std::cout << fmt::format("REFUSED {} state entry={} ({}): slot {}, segment {}: {}; acknowledged writes 1..{}; "
 					 "images kept in {}\n",
 					 kind, entry, fs::path(o_.recording).filename().string(), scan.decision.refusal_slot,
 					 scan.decision.refusal_id, why, level_, dir.string())
 			  << std::flush;
+	}
+
+	// A state's cache and backing images and its acknowledged level, for wbdump and fixtures.
+	void keep_state(const SparseImage& state, const CachePart& part, const fs::path& dir)
+	{
+		fs::create_directories(dir);
+		save_part(state, *part.offset, part.bytes, dir / "cache.img");
+		if (meta_.log_backing_offset)
+			save_part(state, *meta_.log_backing_offset, meta_.backing_bytes, dir / "backing.img");
+		std::ofstream(dir / "level") << level_ << "\n";
 	}
 
 	void report_failure(const SparseImage& state, SparseImage& work, Device& backing, const CachePart& part,
@@ -1262,7 +1279,10 @@ int main(int argc, char** argv)
 		     "instead of one cache per device");
 	app.add_option("--keep-refused", o.keep_refused,
 		       "keep the images of states whose log the kernel would refuse here (cache.img, backing.img, level)");
-	app.add_option("--max-refused", o.max_refused, "keep images of at most this many refused states");
+	app.add_option("--max-refused", o.max_refused,
+		       "keep images of at most this many refused states (and as many with a segment lost in flight)");
+	app.add_option("--keep-lost", o.keep_lost,
+		       "keep the images of states whose replay walk skipped a segment lost in flight here");
 	app.add_flag("--no-replay", o.no_replay,
 		     "a cache of another format: count the states and emit them with their acknowledged level, check nothing");
 	return wbkit::run_tool("wbcrash", app, argc, argv, [&] { return run(o); });

@@ -299,8 +299,9 @@ TEST(ReplayDecision, IdsNotRising)
 	EXPECT_EQ(bad_low.plan.stop_slot, 2u);
 
 	// The stop slot's own id is compared: 5, then 2 bad at slot 1 ((2 - 1)
-	// mod 4 = 1, its own slot): 2 <= 5, ids-not-rising at slot 1, id 2.
-	const Outcome at_stop = decide({valid(5), bad(2), valid(3), valid(8)}, 0, false, none);
+	// mod 4 = 1, its own slot): 2 <= 5, ids-not-rising at slot 1, id 2 (the
+	// lost-in-flight rule off: 2 is one lap below the 6 expected there).
+	const Outcome at_stop = decide({valid(5), bad(2), valid(3), valid(8)}, 0, false, none, false);
 	EXPECT_EQ(at_stop.plan.refusal, WB_REPLAY_IDS_NOT_RISING);
 	EXPECT_EQ(at_stop.plan.refusal_slot, 1u);
 	EXPECT_EQ(at_stop.plan.refusal_id, 2u);
@@ -319,11 +320,14 @@ TEST(ReplayDecision, IdsNotRising)
 	EXPECT_EQ(after.plan.last_writeback_id, 1u);
 	expect_same_plan(decide(past, 0, true, 1, std::nullopt, true).plan, after.plan);
 	// Without the trust record 6 is a torn rewrite and the walk goes on: 3
-	// after 6 is ids-not-rising at slot 2, id 3.
+	// after 6 at step 2 is one lap below the 7 expected there (8 - 3 = 5 =
+	// 2 * 4 - 1 - 2), behind the newest: a segment lost in flight, skipped.
+	// No refusal; 5, 3 and 6 are zeroed (the lost one first, the torn
+	// rewrite last).
 	const Outcome rewrite = decide(past, 0, false, none);
-	EXPECT_EQ(rewrite.plan.refusal, WB_REPLAY_IDS_NOT_RISING);
-	EXPECT_EQ(rewrite.plan.refusal_slot, 2u);
-	EXPECT_EQ(rewrite.plan.refusal_id, 3u);
+	EXPECT_EQ(rewrite.plan.refusal, WB_REPLAY_OK);
+	EXPECT_EQ(rewrite.steps[2], (Step{WB_WALK_LOST, 2, 3}));
+	EXPECT_EQ(drops(rewrite.plan), (std::vector<std::uint64_t>{2, 0, 1}));
 }
 
 // The shape upstream's module leaves (issue 57): 14 slots, ids 5..18 in
