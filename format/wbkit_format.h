@@ -304,6 +304,37 @@ static inline bool wb_torn_rewrite(__u64 step, __u64 slot_id, __u64 max_id,
 }
 
 /*
+ * Whether a slot met at step `step` of the ring walk, holding slot_id under
+ * a header that is valid or whose checksum fails, is a segment write lost
+ * in flight rather than a lap out of order: the writer had several segment
+ * writes in flight, a later one landed (max_id) and the one for this slot
+ * did not, so the slot still holds the segment one lap older than the id
+ * expected there (max_id + 1 - nr_segments + step), or that old header over
+ * sectors of the new write that did land (a bad checksum). A slot is reused
+ * only after the segment in it was written back, so that older segment is
+ * on the backing device: the slot is a lost in-flight segment, as an empty
+ * slot is (a gap), and nothing in it was acknowledged.
+ *
+ * Only at the newest positions a writer can have in flight behind max_id:
+ * the steps before the last one whose expected id lies within
+ * WB_REWRITE_WINDOW of max_id. A lap-old segment further back, followed by
+ * more newer segments than a writer keeps in flight, is a lap out of order
+ * (damage, or stale slots), and the walk refuses it.
+ *
+ * Only for logs another writer left (wb_replay_walk_begin's torn_rewrites),
+ * as wb_torn_rewrite: dm-wbkit zeroes a slot's header, durably, before a
+ * new segment goes into it, so a segment it lost in flight leaves an empty
+ * slot, never the lap-old one.
+ */
+static inline bool wb_lost_in_flight(__u64 step, __u64 slot_id, __u64 max_id,
+				     __u64 nr_segments)
+{
+	return step + 1 < nr_segments && step + WB_REWRITE_WINDOW >= nr_segments &&
+	       slot_id != 0 && max_id >= slot_id &&
+	       max_id - slot_id == 2 * nr_segments - 1 - step;
+}
+
+/*
  * Whether segment id is on the backing device by replay's step 4. Replay
  * writes none of such a segment's data: not its dirty entries, and not the
  * sectors an older entry of it keeps under a newer partial entry of its
@@ -394,6 +425,9 @@ enum wb_walk_action {
 	WB_WALK_RESTART,	/* a torn rewrite: forget every segment applied so
 				 * far; the log starts after this slot */
 	WB_WALK_STOP,		/* the log ends before this slot */
+	WB_WALK_LOST,		/* a segment lost in flight over a lap-old one
+				 * (wb_lost_in_flight): skip it, as an empty
+				 * slot */
 };
 
 /*
@@ -433,6 +467,17 @@ struct wb_replay_walk {
 	enum wb_replay_refusal refusal;	/* the first one met */
 	__u64 refusal_slot;
 	__u64 refusal_id;
+	/*
+	 * The slots whose content the walk discarded, which replay zeroes
+	 * (wb_replay_plan's drop_slot): the non-empty slots of the first
+	 * WB_REWRITE_WINDOW steps (a torn rewrite drops them up to its own),
+	 * and the lost in-flight slots.
+	 */
+	__u64 head_slot[WB_REWRITE_WINDOW];
+	unsigned int nr_head;
+	unsigned int nr_head_dropped;	/* up to the last torn rewrite */
+	__u64 lost_slot[WB_REWRITE_WINDOW];
+	unsigned int nr_lost;
 };
 
 /*
@@ -465,6 +510,9 @@ static inline void wb_replay_walk_begin(struct wb_replay_walk *w,
 	w->refusal = WB_REPLAY_OK;
 	w->refusal_slot = 0;
 	w->refusal_id = 0;
+	w->nr_head = 0;
+	w->nr_head_dropped = 0;
+	w->nr_lost = 0;
 }
 
 static inline void wb_replay_refuse(struct wb_replay_walk *w,
@@ -508,6 +556,14 @@ wb_replay_walk_slot(struct wb_replay_walk *w, __u64 step, __u64 id,
 		wb_replay_refuse(w, WB_REPLAY_SLOT_MISMATCH, slot, id);
 	if (w->stopped)
 		return WB_WALK_SKIP;
+	if (step < WB_REWRITE_WINDOW && w->nr_head < WB_REWRITE_WINDOW)
+		w->head_slot[w->nr_head++] = slot;
+	if (w->torn_rewrites && verdict != WB_SLOT_UNREADABLE &&
+	    w->nr_lost < WB_REWRITE_WINDOW &&
+	    wb_lost_in_flight(step, id, w->max_id, w->nr_segments)) {
+		w->lost_slot[w->nr_lost++] = slot;
+		return WB_WALK_LOST;
+	}
 	if (id) {
 		/* A lap out of order. A gap is a header that never landed. */
 		if (w->last_seen_id && id <= w->last_seen_id)
@@ -524,6 +580,7 @@ wb_replay_walk_slot(struct wb_replay_walk *w, __u64 step, __u64 id,
 			w->rewritten_id = id;
 			w->rewrite_slot = slot;
 			w->last_applied_id = 0;
+			w->nr_head_dropped = w->nr_head;
 			return WB_WALK_RESTART;
 		}
 		w->stop_rewrite_shaped = true;
@@ -557,6 +614,17 @@ struct wb_replay_plan {
 	__u64 stop_slot;
 	/* The record names a segment beyond the log: rewritten to lw. */
 	bool rewrite_record;
+	/*
+	 * The slots whose content the walk discarded (lost in flight, torn
+	 * rewrites and the slots before them), zeroed in this order before
+	 * the stop slot and before the trust record is written, each durable
+	 * before the next: the last torn rewrite comes last, so that while it
+	 * stands the walk still starts after it. A log left with them would
+	 * not replay the same once the trust record is there (the rules that
+	 * skip them are for logs another writer left).
+	 */
+	__u64 drop_slot[2 * WB_REWRITE_WINDOW];
+	unsigned int nr_drop_slots;
 };
 
 /*
@@ -569,6 +637,7 @@ static inline void wb_replay_decide(const struct wb_replay_walk *w,
 				    struct wb_replay_plan *p)
 {
 	__u64 lf, lw;
+	unsigned int i;
 
 	p->refusal = w->refusal;
 	p->refusal_slot = w->refusal_slot;
@@ -605,6 +674,11 @@ static inline void wb_replay_decide(const struct wb_replay_walk *w,
 	p->zero_stop_slot = w->stopped;
 	p->stop_slot = w->stop_slot;
 	p->rewrite_record = sb_record > lf;
+	p->nr_drop_slots = 0;
+	for (i = 0; i < w->nr_lost; i++)
+		p->drop_slot[p->nr_drop_slots++] = w->lost_slot[i];
+	for (i = 0; i < w->nr_head_dropped; i++)
+		p->drop_slot[p->nr_drop_slots++] = w->head_slot[i];
 }
 
 /*

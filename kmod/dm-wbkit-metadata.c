@@ -756,7 +756,10 @@ static int wb_read_slot(struct wb_device *wb, u32 slot, void *buf,
  * Before the target goes live the disk is made to say what was replayed,
  * each write with FUA, in this order: the trust record when the decision
  * lowered it (a superblock record beyond the log: the backing device may
- * be newer than any copy), the stop slot's header zeroed (the torn newest
+ * be newer than any copy), the headers of the slots the walk discarded
+ * zeroed (a torn rewrite, the slots before it, segments lost in flight,
+ * so the log reads the same once the trust record is written), the stop
+ * slot's header zeroed (the torn newest
  * segment: new segments reuse its id), the superblock record when it
  * named a segment beyond the log (new segments would count as written
  * back by it), then the older sectors left to newer partial entries.
@@ -813,6 +816,10 @@ static int wb_replay(struct wb_device *wb, char **error)
 			       (unsigned long long)id, slot,
 			       (unsigned long long)walk.last_applied_id);
 			break;
+		case WB_WALK_LOST:
+			DMWARN("slot %u: segment %llu, one lap old, where a later segment landed (a log another writer left): a segment write lost in flight, skipped",
+			       slot, (unsigned long long)id);
+			break;
 		case WB_WALK_SKIP:
 			break;
 		}
@@ -842,6 +849,25 @@ static int wb_replay(struct wb_device *wb, char **error)
 			goto io_error;
 	}
 	wb->trusted_from_id = plan.trusted_from_id;
+
+	/*
+	 * The slots the walk discarded (a torn rewrite and the slots before
+	 * it, segments lost in flight) go before the trust record does (in
+	 * wb_format_or_replay): with the record there, the next replay reads
+	 * them as damage and refuses the log. In the plan's order, the torn
+	 * rewrite last, each with FUA: while it stands, a replay after a cut
+	 * here still starts the log after it.
+	 */
+	for (k = 0; k < plan.nr_drop_slots; k++) {
+		u64 slot = plan.drop_slot[k];
+
+		wb->segs[slot].id = 0;
+		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE | REQ_FUA,
+				 wb_slot_start_sector(slot), wb->zero_block,
+				 wb_header_lbs(wb));
+		if (err)
+			goto io_error;
+	}
 
 	/* The torn newest segment is not part of the log. */
 	if (plan.zero_stop_slot) {

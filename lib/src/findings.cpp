@@ -42,6 +42,10 @@ constexpr std::array finding_table{
 		    "a slot near the oldest of a log another writer left fails its checksum with the id one lap behind: "
 		    "read as a rewrite the power cut tore, replay skips it and counts it and the segments before it as "
 		    "written back; read as damage, the log would stop there (wbrecover --no-torn-rewrite)"},
+	FindingInfo{lost_in_flight_skipped, "lost-in-flight-skipped", warning,
+		    "a slot among the newest of a log another writer left holds the segment one lap older than the id "
+		    "expected there, behind a later segment that landed: a segment write lost in flight, skipped as an "
+		    "empty slot (its old segment is written back: a slot is reused only after writeback)"},
 	FindingInfo{id_gap, "id-gap", error, "segment ids skip values in ring order"},
 	FindingInfo{id_repeat, "id-repeat", error, "segment ids repeat or go backwards in ring order"},
 	FindingInfo{valid_segments_discarded, "valid-segments-discarded", error,

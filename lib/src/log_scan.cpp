@@ -336,12 +336,14 @@ private:
 			SlotInfo& info = scan_.slots[slot];
 			if (info.state == SlotState::empty)
 				continue;
-			if (info.state != SlotState::header_unreadable) {
+			const bool stopped = walk_.stopped;
+			const wb_walk_action action = wb_replay_walk_slot(&walk_, step, info.id, verdict(info.state));
+			// A segment lost in flight is skipped as an empty slot: no id
+			// of the log.
+			if (info.state != SlotState::header_unreadable && action != WB_WALK_LOST) {
 				check_id_sequence(slot, previous_id, info.id);
 				previous_id = info.id;
 			}
-			const bool stopped = walk_.stopped;
-			const wb_walk_action action = wb_replay_walk_slot(&walk_, step, info.id, verdict(info.state));
 			if (stopped) {
 				if (slot_state_info(info.state).in_log)
 					++scan_.discarded_segments;
@@ -361,6 +363,14 @@ private:
 				scan_.stop_reason = slot_state_info(info.state).stop;
 				scan_.stop_slot = slot;
 				report_bad_segment(slot, info, info.id == scan_.max_id);
+				break;
+			case WB_WALK_LOST:
+				scan_.lost_slots.push_back(slot);
+				add(FindingCode::lost_in_flight_skipped, {.slot = slot, .segment_id = info.id},
+				    fmt::format("segment {} ({}) is one lap older than the segment {} expected at step {} of the "
+						"walk, behind segment {} that landed: a segment write lost in flight (a log "
+						"another writer left), skipped as an empty slot; its old segment is written back",
+						info.id, slot_state_name(info.state), info.id + nr, step, scan_.max_id));
 				break;
 			case WB_WALK_SKIP:
 				break;

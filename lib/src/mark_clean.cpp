@@ -18,6 +18,22 @@ std::uint64_t mark_cache_clean(Device& cache, const LogScan& scan)
 	// (while it stands the walk stops there; zeroed earlier, the walk would
 	// skip it and run on into the old segments), then the record; each
 	// durable before the next.
+	// The slots the walk discarded on a log another writer left (a torn
+	// rewrite and the slots before it, segments lost in flight: the plan's
+	// drop_slot) go before the trust record: with the record there, the
+	// next replay reads them as damage and refuses the log. In the plan's
+	// order, the last torn rewrite last, each durable before the next:
+	// while it stands, the walk still starts after it. The kernel's replay
+	// zeroes the same slots in the same order.
+	AlignedBuffer zeros(block_size);
+	std::ranges::fill(zeros.span(), std::byte{0});
+	std::uint64_t zeroed = 0;
+	for (unsigned int i = 0; i < scan.decision.nr_drop_slots; ++i) {
+		cache.write_exact(scan.geometry.slot_offset(scan.decision.drop_slot[i]), zeros.span());
+		cache.flush_or_throw();
+		++zeroed;
+	}
+
 	// This repair changes the backing device outside the log (the salvage
 	// policy even with data after the stop point): no cache copy logged
 	// before it may serve reads afterwards, so the trust record goes first.
@@ -26,12 +42,9 @@ std::uint64_t mark_cache_clean(Device& cache, const LogScan& scan)
 	cache.write_exact(WB_TRUST_SECTOR * sector_size, trust.span());
 	cache.flush_or_throw();
 
-	std::uint64_t zeroed = 0;
 	if (scan.stop_slot) {
 		const std::uint64_t nr = scan.slots.size();
 		const std::uint64_t oldest = wb_oldest_slot(scan.max_id, nr);
-		AlignedBuffer zeros(block_size);
-		std::ranges::fill(zeros.span(), std::byte{0});
 		auto zero_header = [&](std::uint64_t slot) {
 			cache.write_exact(scan.geometry.slot_offset(slot), zeros.span());
 			++zeroed;

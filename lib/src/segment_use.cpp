@@ -1,5 +1,7 @@
 #include "wbkit/segment_use.hpp"
 
+#include <algorithm>
+
 #include "wbkit/replay.hpp"
 
 namespace wbkit {
@@ -41,6 +43,9 @@ std::vector<SegmentUse> segment_uses(const ReplayPlan& plan)
 				use.reason = SegmentReason::replayed;
 			else
 				use.reason = SegmentReason::superseded;
+		} else if (std::ranges::find(scan.lost_slots, slot) != scan.lost_slots.end()) {
+			// Its old segment was written back before the lost write reused the slot.
+			use.reason = SegmentReason::lost_in_flight;
 		} else if (after_stop && !at_stop) {
 			use.reason = SegmentReason::after_stop_point;
 			use.data_left_behind = slot_state_info(info.state).in_log;

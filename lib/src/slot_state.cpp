@@ -49,6 +49,7 @@ constexpr std::array segment_reason_table{
 	SegmentReasonInfo{after_stop_point, "after-stop-point"},
 	SegmentReasonInfo{torn_newest_segment, "torn-newest-segment"},
 	SegmentReasonInfo{torn_rewrite, "torn-rewrite"},
+	SegmentReasonInfo{lost_in_flight, "lost-in-flight"},
 	SegmentReasonInfo{checksum_mismatch, "checksum-mismatch"},
 	SegmentReasonInfo{legacy_checksum, "legacy-checksum"},
 	SegmentReasonInfo{unreadable, "unreadable"},

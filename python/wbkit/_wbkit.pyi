@@ -133,6 +133,7 @@ class FindingCode(enum.Enum):
     CHECKSUM_LEGACY_INVERTED = "checksum-legacy-inverted"
     TORN_NEWEST_SEGMENT = "torn-newest-segment"
     TORN_REWRITE_SKIPPED = "torn-rewrite-skipped"
+    LOST_IN_FLIGHT_SKIPPED = "lost-in-flight-skipped"
     ID_GAP = "id-gap"
     ID_REPEAT = "id-repeat"
     VALID_SEGMENTS_DISCARDED = "valid-segments-discarded"

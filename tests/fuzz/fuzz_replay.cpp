@@ -17,9 +17,10 @@
 //   - with the verdicts of the readable slots past the stop swapped (valid
 //     for bad and back), which the decision must not look at.
 // Any difference from the model, in the refusal (kind, slot, id), the
-// walk's actions in order (apply, restart, stop), last_flushed_id,
-// last_writeback_id, next_id, the trust, the stop slot to zero or the
-// record to rewrite, aborts with the input decoded on stderr.
+// walk's actions in order (apply, restart, stop, lost), last_flushed_id,
+// last_writeback_id, next_id, the trust, the stop slot to zero, the
+// record to rewrite or the discarded slots to zero (in order), aborts
+// with the input decoded on stderr.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -82,6 +83,7 @@ enum class Action : std::uint8_t {
 	apply,
 	restart,
 	stop,
+	lost,
 };
 
 struct Event {
@@ -102,6 +104,8 @@ struct Answer {
 	bool zero_stop_slot = false;
 	std::uint64_t stop_slot = 0; // compared when zero_stop_slot
 	bool rewrite_record = false;
+	std::array<std::uint64_t, 2 * WB_REWRITE_WINDOW> drop{};
+	unsigned nr_drop = 0;
 
 	void add(Action action, std::uint64_t slot, std::uint64_t id) { events[nr_events++] = {action, slot, id}; }
 };
@@ -262,6 +266,8 @@ const char* action_name(Action a)
 		return "restart";
 	case Action::stop:
 		return "stop";
+	case Action::lost:
+		return "lost";
 	}
 	return "?";
 }
@@ -277,6 +283,9 @@ void print_answer(const char* who, const Answer& a)
 	for (unsigned i = 0; i < a.nr_events; ++i)
 		std::fprintf(stderr, " %s(slot %llu, id %llu)", action_name(a.events[i].action),
 			     (unsigned long long)a.events[i].slot, (unsigned long long)a.events[i].id);
+	std::fprintf(stderr, "\n    slots zeroed:");
+	for (unsigned i = 0; i < a.nr_drop; ++i)
+		std::fprintf(stderr, " %llu", (unsigned long long)a.drop[i]);
 	std::fprintf(stderr, "\n");
 }
 
@@ -344,6 +353,9 @@ Answer run_decision(const Case& c, Caller caller)
 		case WB_WALK_STOP:
 			a.add(Action::stop, slot, s.id);
 			break;
+		case WB_WALK_LOST:
+			a.add(Action::lost, slot, s.id);
+			break;
 		case WB_WALK_SKIP:
 			break;
 		}
@@ -361,6 +373,8 @@ Answer run_decision(const Case& c, Caller caller)
 	a.zero_stop_slot = p.zero_stop_slot;
 	a.stop_slot = p.stop_slot;
 	a.rewrite_record = p.rewrite_record;
+	a.nr_drop = p.nr_drop_slots;
+	std::copy(p.drop_slot, p.drop_slot + p.nr_drop_slots, a.drop.begin());
 	return a;
 }
 
@@ -391,6 +405,10 @@ Answer run_model(const Case& c)
 	bool stopped = false, stop_torn_shaped = false;
 	std::uint64_t stop_slot = 0, stop_id = 0;
 	Verdict stop_verdict = Verdict::empty;
+	// What replay zeroes: the lost slots, then the non-empty slots the walk
+	// met up to the last torn rewrite (that one last).
+	std::array<std::uint64_t, max_slots> lost{}, met{};
+	unsigned nr_lost = 0, nr_met = 0, nr_dropped = 0;
 
 	// Step 1 again: without a readable id, a header that could not be read is
 	// all the cache says; nothing is known about it, so the log is refused
@@ -413,6 +431,17 @@ Answer run_model(const Case& c)
 				refuse(WB_REPLAY_SLOT_MISMATCH, slot, s.id);
 			if (stopped)
 				continue;
+			met[nr_met++] = slot;
+			// A write lost in flight on another writer's log: among the
+			// newest 8 positions behind the newest id but not the last one,
+			// the id one lap older than the one expected there (valid or
+			// bad); skipped as an empty slot.
+			if (rule && readable && step + 1 < nr && step + 8 >= nr && s.id != 0 && s.id <= max_id &&
+			    max_id - s.id == 2 * nr - 1 - step) {
+				lost[nr_lost++] = slot;
+				a.add(Action::lost, slot, s.id);
+				continue;
+			}
 			// Up to the stop, ids rise in ring order (bad slots' too).
 			if (readable) {
 				if (previous && s.id <= *previous)
@@ -431,6 +460,7 @@ Answer run_model(const Case& c)
 			if (torn_shaped && rule) {
 				applied = 0;
 				rewritten = s.id;
+				nr_dropped = nr_met;
 				a.add(Action::restart, slot, s.id);
 				continue;
 			}
@@ -464,6 +494,10 @@ Answer run_model(const Case& c)
 	a.zero_stop_slot = stopped;
 	a.stop_slot = stop_slot;
 	a.rewrite_record = c.record > a.lf;
+	for (unsigned i = 0; i < nr_lost; ++i)
+		a.drop[a.nr_drop++] = lost[i];
+	for (unsigned i = 0; i < nr_dropped; ++i)
+		a.drop[a.nr_drop++] = met[i];
 	return a;
 }
 
@@ -493,6 +527,8 @@ void compare(const char* caller, const Case& c, const Answer& model, const Answe
 	if (model.zero_stop_slot)
 		check(got.stop_slot == model.stop_slot, "stop_slot");
 	check(got.rewrite_record == model.rewrite_record, "rewrite_record");
+	check(got.nr_drop == model.nr_drop && std::equal(got.drop.begin(), got.drop.begin() + got.nr_drop, model.drop.begin()),
+	      "the discarded slots to zero");
 }
 
 } // namespace

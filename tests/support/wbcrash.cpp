@@ -102,6 +102,9 @@ struct Options {
 	std::string work_dir = "/tmp";
 	bool no_replay = false;        // count and emit states only (a cache of another format)
 	bool one_flush_domain = false; // every part of the logged device behind one volatile cache (the old model)
+	std::string keep_refused;      // keep the images of states whose log the shared decision refuses here
+	std::uint64_t max_refused = 20;
+	std::string keep_lost; // keep the images of states whose walk skipped a segment lost in flight here
 };
 
 // A destination that loses power after a byte budget: the write that crosses
@@ -274,8 +277,20 @@ struct StateDevices {
 
 struct Counts {
 	std::uint64_t flush = 0, subset = 0, torn = 0, failures = 0, emitted = 0, recovery = 0;
-	std::uint64_t unformatted = 0; // ext4: states before the file system existed (not counted)
-	std::uint64_t rewrites = 0;    // states whose replay skipped a torn rewrite (FORMAT.md replay step 2)
+	std::uint64_t unformatted = 0;    // ext4: states before the file system existed (not counted)
+	std::uint64_t rewrites = 0;       // states whose replay skipped a torn rewrite (FORMAT.md replay step 2)
+	std::uint64_t lost_in_flight = 0; // states whose walk skipped a segment lost in flight (same step)
+	// States whose log the shared decision refuses (the kernel would not
+	// construct, wbreplay not without --force), per refusal; the offline
+	// replay here runs on them all the same, as wbreplay --force would.
+	std::map<std::string, std::uint64_t> refused;
+	std::uint64_t refused_total() const
+	{
+		std::uint64_t n = 0;
+		for (const auto& [name, k] : refused)
+			n += k;
+		return n;
+	}
 	// A wbctl recording: states per device chosen (old cache, new cache,
 	// backing alone) and per phase (before ctl-start, while wbctl ran, after
 	// ctl-done), and the failures per phase.
@@ -642,6 +657,19 @@ private:
 				auto scan = std::make_shared<LogScan>(scan_log(cache, scan_options));
 				rewrite = scan->rewrite_slot.has_value();
 				counts_.rewrites += rewrite;
+				counts_.lost_in_flight += !scan->lost_slots.empty();
+				if (scan->refused())
+					note_refused(state, part, kind, entry, *scan);
+				if (!scan->lost_slots.empty() && !o_.keep_lost.empty() && counts_.lost_in_flight <= o_.max_refused &&
+				    part.offset) {
+					const fs::path dir = fs::path(o_.keep_lost) /
+							     fmt::format("{}-{}-entry{}-lost{}", fs::path(o_.recording).filename().string(),
+									 kind, entry, counts_.lost_in_flight);
+					keep_state(state, part, dir);
+					std::cout << fmt::format("LOST-IN-FLIGHT {} state entry={}: slot {}; acknowledged writes 1..{}; "
+								 "images kept in {}\n",
+								 kind, entry, scan->lost_slots.front(), level_, dir.string());
+				}
 				log_problem = own_log_problem(*scan);
 				// A cache the target never formatted yet: the backing device alone is the logical device.
 				if (scan->replayable()) {
@@ -837,6 +865,56 @@ private:
 			return {};
 		return fmt::format("state check (files of marks <= f{}): {}", level_,
 				   last.empty() ? "failed without a message" : last);
+	}
+
+	static const char* refusal_name(wb_replay_refusal why)
+	{
+		switch (why) {
+		case WB_REPLAY_OK:
+			return "ok";
+		case WB_REPLAY_SLOT_MISMATCH:
+			return "slot-mismatch";
+		case WB_REPLAY_IDS_NOT_RISING:
+			return "ids-not-rising";
+		case WB_REPLAY_STOPS_EARLY:
+			return "stops-early";
+		case WB_REPLAY_DAMAGED_REWRITE:
+			return "damaged-rewrite";
+		case WB_REPLAY_UNREADABLE:
+			return "unreadable";
+		}
+		return "other";
+	}
+
+	// A state the kernel would refuse: counted per refusal, and with
+	// --keep-refused its images kept (cache.img, backing.img) for wbdump,
+	// as a failure's are.
+	void note_refused(const SparseImage& state, const CachePart& part, const char* kind, std::uint64_t entry,
+			  const LogScan& scan)
+	{
+		const char* why = refusal_name(scan.decision.refusal);
+		const std::uint64_t n = ++counts_.refused[why];
+		const std::uint64_t total = counts_.refused_total();
+		if (o_.keep_refused.empty() || total > o_.max_refused || !part.offset)
+			return;
+		fs::path dir = fs::path(o_.keep_refused) /
+			       fmt::format("{}-{}-entry{}-{}-{}", fs::path(o_.recording).filename().string(), kind, entry, why, n);
+		keep_state(state, part, dir);
+		std::cout << fmt::format("REFUSED {} state entry={} ({}): slot {}, segment {}: {}; acknowledged writes 1..{}; "
+					 "images kept in {}\n",
+					 kind, entry, fs::path(o_.recording).filename().string(), scan.decision.refusal_slot,
+					 scan.decision.refusal_id, why, level_, dir.string())
+			  << std::flush;
+	}
+
+	// A state's cache and backing images and its acknowledged level, for wbdump and fixtures.
+	void keep_state(const SparseImage& state, const CachePart& part, const fs::path& dir)
+	{
+		fs::create_directories(dir);
+		save_part(state, *part.offset, part.bytes, dir / "cache.img");
+		if (meta_.log_backing_offset)
+			save_part(state, *meta_.log_backing_offset, meta_.backing_bytes, dir / "backing.img");
+		std::ofstream(dir / "level") << level_ << "\n";
 	}
 
 	void report_failure(const SparseImage& state, SparseImage& work, Device& backing, const CachePart& part,
@@ -1153,6 +1231,11 @@ int run(const Options& o)
 				 "failures={} emitted={} seconds={:.1f}{}\n",
 				 c.total(), c.flush, c.subset, c.torn, c.rewrites, c.recovery, c.failures, c.emitted, seconds,
 				 meta.stamped ? "" : fmt::format(" unformatted={}", c.unformatted));
+	std::string refused_by;
+	for (const auto& [name, n] : c.refused)
+		refused_by += fmt::format(" {}={}", name, n);
+	std::cout << fmt::format("refused={}{} lost_in_flight_skipped={}\n", c.refused_total(), refused_by,
+				 c.lost_in_flight);
 	if (!meta.ctl.empty()) {
 		std::string choices;
 		for (const auto& [name, n] : c.by_choice)
@@ -1194,6 +1277,12 @@ int main(int argc, char** argv)
 	app.add_flag("--one-flush-domain", o.one_flush_domain,
 		     "model every logged device behind one volatile cache (a flush of one makes all durable), "
 		     "instead of one cache per device");
+	app.add_option("--keep-refused", o.keep_refused,
+		       "keep the images of states whose log the kernel would refuse here (cache.img, backing.img, level)");
+	app.add_option("--max-refused", o.max_refused,
+		       "keep images of at most this many refused states (and as many with a segment lost in flight)");
+	app.add_option("--keep-lost", o.keep_lost,
+		       "keep the images of states whose replay walk skipped a segment lost in flight here");
 	app.add_flag("--no-replay", o.no_replay,
 		     "a cache of another format: count the states and emit them with their acknowledged level, check nothing");
 	return wbkit::run_tool("wbcrash", app, argc, argv, [&] { return run(o); });

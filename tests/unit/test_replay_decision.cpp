@@ -45,7 +45,7 @@ struct Step {
 
 std::ostream& operator<<(std::ostream& os, const Step& s)
 {
-	static const char* names[] = {"skip", "apply", "restart", "stop"};
+	static const char* names[] = {"skip", "apply", "restart", "stop", "lost"};
 	return os << names[s.action] << "(slot " << s.slot << ", id " << s.id << ")";
 }
 
@@ -89,6 +89,22 @@ std::vector<SlotIn> ring16(std::uint64_t first)
 	return slots;
 }
 
+// The slots the plan zeroes, in its order.
+std::vector<std::uint64_t> drops(const wb_replay_plan& p)
+{
+	return {p.drop_slot, p.drop_slot + p.nr_drop_slots};
+}
+
+// 14 slots holding ids first..first + 13, each in its own slot ((id - 1) mod 14),
+// the geometry of the upstream recordings whose torn states found the rule.
+std::vector<SlotIn> ring14(std::uint64_t first)
+{
+	std::vector<SlotIn> slots(14);
+	for (std::uint64_t id = first; id < first + 14; ++id)
+		slots[(id - 1) % 14] = valid(id);
+	return slots;
+}
+
 void expect_same_plan(const wb_replay_plan& a, const wb_replay_plan& b)
 {
 	EXPECT_EQ(a.refusal, b.refusal);
@@ -102,6 +118,7 @@ void expect_same_plan(const wb_replay_plan& a, const wb_replay_plan& b)
 	EXPECT_EQ(a.zero_stop_slot, b.zero_stop_slot);
 	EXPECT_EQ(a.stop_slot, b.stop_slot);
 	EXPECT_EQ(a.rewrite_record, b.rewrite_record);
+	EXPECT_EQ(drops(a), drops(b));
 }
 
 } // namespace
@@ -246,6 +263,8 @@ TEST(ReplayDecision, Finding3_ATornRewriteThenTheTornNewestKeepsTheRewrittenId)
 	EXPECT_EQ(out.plan.stop_slot, 3u);
 	EXPECT_FALSE(out.plan.rewrite_record);
 	EXPECT_FALSE(out.plan.write_trust);
+	// Replay zeroes what the walk discarded, the torn rewrite last: 5, 6, 7.
+	EXPECT_EQ(drops(out.plan), (std::vector<std::uint64_t>{0, 1, 2}));
 	expect_same_plan(decide(slots, 0, false, none, std::nullopt, true).plan, out.plan);
 }
 
@@ -255,7 +274,10 @@ TEST(ReplayDecision, IdsNotRising)
 {
 	// All valid: ids-not-rising at slot 2, id 3. The walk still applies
 	// all four (what --force would replay): lf 8, lw = max(8 - 4, min(0, 8)) = 4.
-	const Outcome out = decide({valid(5), valid(6), valid(3), valid(8)}, 0, false, none);
+	// The rule for another writer's log is off here (3 is one lap below the
+	// 7 expected at step 2, within the window: a segment lost in flight
+	// there, LostInFlight below).
+	const Outcome out = decide({valid(5), valid(6), valid(3), valid(8)}, 0, false, none, false);
 	EXPECT_EQ(out.plan.refusal, WB_REPLAY_IDS_NOT_RISING);
 	EXPECT_EQ(out.plan.refusal_slot, 2u);
 	EXPECT_EQ(out.plan.refusal_id, 3u);
@@ -267,7 +289,7 @@ TEST(ReplayDecision, IdsNotRising)
 	// The id of a bad slot counts too: 3 bad at step 2 is not rewrite-shaped
 	// (8 - 3 = 5 != 1), so the walk stops there, but the ids-not-rising found
 	// at that step comes first: not stops-early. lf 6, lw = max(2, 0) = 2.
-	const Outcome bad_low = decide({valid(5), valid(6), bad(3), valid(8)}, 0, false, none);
+	const Outcome bad_low = decide({valid(5), valid(6), bad(3), valid(8)}, 0, false, none, false);
 	EXPECT_EQ(bad_low.plan.refusal, WB_REPLAY_IDS_NOT_RISING);
 	EXPECT_EQ(bad_low.plan.refusal_slot, 2u);
 	EXPECT_EQ(bad_low.plan.refusal_id, 3u);
@@ -277,8 +299,9 @@ TEST(ReplayDecision, IdsNotRising)
 	EXPECT_EQ(bad_low.plan.stop_slot, 2u);
 
 	// The stop slot's own id is compared: 5, then 2 bad at slot 1 ((2 - 1)
-	// mod 4 = 1, its own slot): 2 <= 5, ids-not-rising at slot 1, id 2.
-	const Outcome at_stop = decide({valid(5), bad(2), valid(3), valid(8)}, 0, false, none);
+	// mod 4 = 1, its own slot): 2 <= 5, ids-not-rising at slot 1, id 2 (the
+	// lost-in-flight rule off: 2 is one lap below the 6 expected there).
+	const Outcome at_stop = decide({valid(5), bad(2), valid(3), valid(8)}, 0, false, none, false);
 	EXPECT_EQ(at_stop.plan.refusal, WB_REPLAY_IDS_NOT_RISING);
 	EXPECT_EQ(at_stop.plan.refusal_slot, 1u);
 	EXPECT_EQ(at_stop.plan.refusal_id, 2u);
@@ -297,11 +320,117 @@ TEST(ReplayDecision, IdsNotRising)
 	EXPECT_EQ(after.plan.last_writeback_id, 1u);
 	expect_same_plan(decide(past, 0, true, 1, std::nullopt, true).plan, after.plan);
 	// Without the trust record 6 is a torn rewrite and the walk goes on: 3
-	// after 6 is ids-not-rising at slot 2, id 3.
+	// after 6 at step 2 is one lap below the 7 expected there (8 - 3 = 5 =
+	// 2 * 4 - 1 - 2), behind the newest: a segment lost in flight, skipped.
+	// No refusal; 5, 3 and 6 are zeroed (the lost one first, the torn
+	// rewrite last).
 	const Outcome rewrite = decide(past, 0, false, none);
-	EXPECT_EQ(rewrite.plan.refusal, WB_REPLAY_IDS_NOT_RISING);
-	EXPECT_EQ(rewrite.plan.refusal_slot, 2u);
-	EXPECT_EQ(rewrite.plan.refusal_id, 3u);
+	EXPECT_EQ(rewrite.plan.refusal, WB_REPLAY_OK);
+	EXPECT_EQ(rewrite.steps[2], (Step{WB_WALK_LOST, 2, 3}));
+	EXPECT_EQ(drops(rewrite.plan), (std::vector<std::uint64_t>{2, 0, 1}));
+}
+
+// The shape upstream's module leaves (issue 57): 14 slots, ids 5..18 in
+// their slots, max 18, the walk starts at slot 18 mod 14 = 4 (id 5). The
+// writes of 17 and 18 were in flight; 18 landed, 17 did not, so slot 2
+// ((17 - 1) mod 14) still holds 3, one lap below the 17 expected at step 12
+// (18 + 1 - 14 + 12 = 17; 18 - 3 = 15 = 2 * 14 - 1 - 12), behind the
+// newest and within the 8 positions a writer keeps in flight. On another
+// writer's log: a segment lost in flight, skipped as an empty slot (3 was
+// written back before its slot was reused). lf 18; lw = max(18 - 14,
+// min(0, 18)) = 4 >= 3; nothing refused; slot 2 is zeroed before the trust
+// record, so the log reads the same on the next construction.
+TEST(ReplayDecision, LostInFlight_ALapOldSegmentBehindTheNewestIsSkipped)
+{
+	std::vector<SlotIn> slots = ring14(5);
+	slots[2] = valid(3);
+	const Outcome out = decide(slots, 0, false, none);
+	EXPECT_EQ(out.plan.refusal, WB_REPLAY_OK);
+	ASSERT_EQ(out.steps.size(), 14u);
+	EXPECT_EQ(out.steps[12], (Step{WB_WALK_LOST, 2, 3}));
+	EXPECT_EQ(out.steps[13], (Step{WB_WALK_APPLY, 3, 18}));
+	EXPECT_EQ(out.plan.last_flushed_id, 18u);
+	EXPECT_EQ(out.plan.last_writeback_id, 4u);
+	EXPECT_EQ(out.plan.next_id, 19u);
+	EXPECT_FALSE(out.plan.zero_stop_slot);
+	EXPECT_EQ(drops(out.plan), (std::vector<std::uint64_t>{2}));
+	expect_same_plan(decide(slots, 0, false, none, std::nullopt, true).plan, out.plan);
+
+	// The same with the new write's sectors partly landed under the old
+	// header: a bad checksum under the lap-old id, the same reading.
+	slots[2] = bad(3);
+	const Outcome torn = decide(slots, 0, false, none);
+	EXPECT_EQ(torn.plan.refusal, WB_REPLAY_OK);
+	EXPECT_EQ(torn.steps[12], (Step{WB_WALK_LOST, 2, 3}));
+	EXPECT_EQ(torn.plan.last_flushed_id, 18u);
+	EXPECT_EQ(drops(torn.plan), (std::vector<std::uint64_t>{2}));
+
+	// Two lost (16 and 17 in slots 1 and 2 hold 2 and 3), then a torn newest:
+	// both skipped, in walk order, the stop at 18 is the newest; lf 15.
+	slots = ring14(5);
+	slots[1] = valid(2);
+	slots[2] = bad(3);
+	slots[3] = bad(18);
+	const Outcome two = decide(slots, 0, false, none);
+	EXPECT_EQ(two.plan.refusal, WB_REPLAY_OK);
+	EXPECT_EQ(two.steps[11], (Step{WB_WALK_LOST, 1, 2}));
+	EXPECT_EQ(two.steps[12], (Step{WB_WALK_LOST, 2, 3}));
+	EXPECT_EQ(two.steps[13], (Step{WB_WALK_STOP, 3, 18}));
+	EXPECT_EQ(two.plan.last_flushed_id, 15u);
+	EXPECT_TRUE(two.plan.zero_stop_slot);
+	EXPECT_EQ(two.plan.stop_slot, 3u);
+	EXPECT_EQ(drops(two.plan), (std::vector<std::uint64_t>{1, 2}));
+}
+
+// What the rule does not cover stays refused.
+TEST(ReplayDecision, LostInFlight_RealDamageIsStillRefused)
+{
+	// dm-wbkit's own log (the trust record): it zeroes a header before a
+	// new segment goes into the slot, so a lap-old segment there is a lap
+	// out of order: ids-not-rising at slot 2, id 3, nothing to zero.
+	std::vector<SlotIn> slots = ring14(5);
+	slots[2] = valid(3);
+	const Outcome own = decide(slots, 0, true, 1);
+	EXPECT_EQ(own.plan.refusal, WB_REPLAY_IDS_NOT_RISING);
+	EXPECT_EQ(own.plan.refusal_slot, 2u);
+	EXPECT_EQ(own.plan.refusal_id, 3u);
+	EXPECT_EQ(own.plan.nr_drop_slots, 0u);
+
+	// 14 slots, ids 27..40, the walk starts at slot 40 mod 14 = 12 (id 27);
+	// step s expects 27 + s. A lap-old segment at step 6 (slot 4, 33 expected,
+	// 19 there): 7 newer positions behind it, within the window: lost.
+	slots = ring14(27);
+	slots[4] = valid(19);
+	const Outcome edge = decide(slots, 0, false, none);
+	EXPECT_EQ(edge.plan.refusal, WB_REPLAY_OK);
+	EXPECT_EQ(edge.steps[6], (Step{WB_WALK_LOST, 4, 19}));
+
+	// At step 5 (slot 3, 32 expected, 18 there), 8 newer segments follow:
+	// more than a writer keeps in flight; a lap in the middle of the log,
+	// refused.
+	slots = ring14(27);
+	slots[3] = valid(18);
+	const Outcome middle = decide(slots, 0, false, none);
+	EXPECT_EQ(middle.plan.refusal, WB_REPLAY_IDS_NOT_RISING);
+	EXPECT_EQ(middle.plan.refusal_slot, 3u);
+	EXPECT_EQ(middle.plan.refusal_id, 18u);
+
+	// Near the oldest (step 1, slot 13, 28 expected, 14 there): refused.
+	slots = ring14(27);
+	slots[13] = valid(14);
+	EXPECT_EQ(decide(slots, 0, false, none).plan.refusal, WB_REPLAY_IDS_NOT_RISING);
+
+	// Two laps old at a lost position (step 8, slot 6 holds 7 where 35 is
+	// expected): not the segment the lost write replaced, refused.
+	slots = ring14(27);
+	slots[6] = valid(7);
+	EXPECT_EQ(decide(slots, 0, false, none).plan.refusal, WB_REPLAY_IDS_NOT_RISING);
+
+	// An unreadable slot there is no lap-old segment: the walk stops, the
+	// tools refuse (unreadable).
+	slots = ring14(5);
+	slots[2] = {0, WB_SLOT_UNREADABLE};
+	EXPECT_EQ(decide(slots, 0, false, none).plan.refusal, WB_REPLAY_UNREADABLE);
 }
 
 // 6 slots, max 5: the walk starts at slot 5 (empty), then 1 (slot 0, valid),

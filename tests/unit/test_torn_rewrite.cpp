@@ -398,16 +398,19 @@ TEST(TornRewrite, IdsAtTheTopOfThe64BitRange)
 TEST(TornRewrite, AnIdThatIsNotOneLapBehindStopsAsBefore)
 {
 	Rig r(6);
-	r.segments(15); // ids 10..15; id 10 in slot 3 at step 0
-	r.writer->corrupt_segment_data(10);
-	r.set_id(r.slot_of(10), 4); // two laps behind: same slot, not the id a writer reuses
+	r.segments(21); // ids 16..21; id 16 in slot 3 at step 0
+	r.writer->corrupt_segment_data(16);
+	// Two laps behind: same slot, not the id a writer reuses (10), nor the
+	// one a segment lost in flight leaves (10 too: one lap below 16).
+	r.set_id(r.slot_of(16), 4);
 	const LogScan s = r.scan();
 	EXPECT_FALSE(s.rewrite_slot.has_value());
-	EXPECT_EQ(s.stop_slot, r.slot_of(10));
+	EXPECT_TRUE(s.lost_slots.empty());
+	EXPECT_EQ(s.stop_slot, r.slot_of(16));
 	EXPECT_TRUE(s.log.empty());
 	EXPECT_EQ(count(s, FindingCode::checksum_mismatch), 1u);
 	EXPECT_EQ(count(s, FindingCode::valid_segments_discarded), 1u);
-	EXPECT_EQ(count(s, FindingCode::id_gap), 1u); // 4 then 11
+	EXPECT_EQ(count(s, FindingCode::id_gap), 1u); // 4 then 17
 }
 
 TEST(TornRewrite, TheSuperblockRecordAndTheRuleTakeTheLarger)

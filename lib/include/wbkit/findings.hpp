@@ -36,6 +36,7 @@ enum class FindingCode {
 	checksum_legacy_inverted,
 	torn_newest_segment,
 	torn_rewrite_skipped,
+	lost_in_flight_skipped,
 	id_gap,
 	id_repeat,
 	valid_segments_discarded,

@@ -159,6 +159,9 @@ struct LogScan {
 	// written back. rewritten_id is 0 when the walk skipped none.
 	std::optional<std::uint64_t> rewrite_slot{};
 	std::uint64_t rewritten_id = 0;
+	// The slots the walk skipped as segments lost in flight
+	// (wb_lost_in_flight), in walk order.
+	std::vector<std::uint64_t> lost_slots{};
 
 	std::uint64_t last_flushed_id = 0;
 	std::uint64_t last_writeback_id = 0;

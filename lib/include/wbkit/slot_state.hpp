@@ -41,6 +41,7 @@ enum class SegmentReason : std::uint8_t {
 	after_stop_point,     // readable, but past the point where the log ends
 	torn_newest_segment,  // the newest segment fails its checksum: never acknowledged
 	torn_rewrite,         // a torn rewrite the walk skipped: written back before its slot was reused
+	lost_in_flight,       // a lap-old segment where a write was lost in flight: written back before its slot was reused
 	checksum_mismatch,    // fails its checksum over readable bytes: its content is wrong
 	legacy_checksum,      // checksum of dm-writeboost before 2.0.2
 	unreadable,           // its header or data could not be read
