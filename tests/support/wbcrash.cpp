@@ -882,6 +882,8 @@ private:
 			return "damaged-rewrite";
 		case WB_REPLAY_UNREADABLE:
 			return "unreadable";
+		case WB_REPLAY_RING_SHRUNK:
+			return "ring-shrunk";
 		}
 		return "other";
 	}
