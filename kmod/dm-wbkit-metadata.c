@@ -1064,8 +1064,8 @@ static bool wb_wiped_cache_start(const u8 *head)
 	return !memchr_inv(head, 0, WB_TRUST_SECTOR << WB_SECTOR_SHIFT) &&
 	       get_unaligned_le32(trust + WB_TRUST_MAGIC_OFFSET) == WB_TRUST_MAGIC &&
 	       !memchr_inv(trust + 4, 0, WB_TRUST_FROM_OFFSET - 4) &&
-	       !memchr_inv(trust + WB_TRUST_FROM_OFFSET + 8, 0,
-			   WB_BLOCK_SIZE - WB_TRUST_FROM_OFFSET - 8) &&
+	       !memchr_inv(trust + sizeof(struct wb_clean_trust_device), 0,
+			   WB_BLOCK_SIZE - sizeof(struct wb_clean_trust_device)) &&
 	       !memchr_inv(rest, 0, WB_SB_RECORD_OFFSET -
 			   (rest - head));
 }
