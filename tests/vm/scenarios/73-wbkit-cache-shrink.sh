@@ -53,6 +53,12 @@ create() {
 	fi
 }
 
+# check_data <key>: reports key=ok when wb reads back the 40 segments.
+check_data() {
+	$DD if=$dev bs=508k count=40 iflag=direct 2>/dev/null | wb_digest >/tmp/got
+	$CMP -s /tmp/got /tmp/want && wb_report "$1" ok || wb_report "$1" wrong
+}
+
 # 1. 40 segments of dirty data.
 $DD if=/dev/urandom of=/tmp/data bs=508k count=40 2>/dev/null
 $DD if=/tmp/data bs=1M 2>/dev/null | wb_digest >/tmp/want
@@ -68,8 +74,7 @@ wb_dm_create small "0 $SMALL linear /dev/vdb 0"
 dmesg -c >/dev/null
 create /dev/mapper/small dirty_shrunk
 $DMSETUP table wb >/dev/null 2>&1 && {
-	$DD if=$dev bs=508k count=40 iflag=direct 2>/dev/null | wb_digest >/tmp/got
-	$CMP -s /tmp/got /tmp/want && wb_report dirty_shrunk_data ok || wb_report dirty_shrunk_data wrong
+	check_data dirty_shrunk_data
 	$DMSETUP remove wb
 }
 dmesg | grep -q 'smaller than the ring' && wb_report shrunk_message ok || wb_report shrunk_message missing
@@ -79,8 +84,7 @@ dmesg | grep -i 'writeboost\|wbkit' | tail -3 | sed 's/^/dmesg: /'
 
 # 3. Back to its size: everything is there.
 create /dev/mapper/big grown_back
-$DD if=$dev bs=508k count=40 iflag=direct 2>/dev/null | wb_digest >/tmp/got
-$CMP -s /tmp/got /tmp/want && wb_report grown_back_data ok || wb_report grown_back_data wrong
+check_data grown_back_data
 
 # 4. Written back, removed, cut again.
 timeout 120 $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches"
@@ -88,8 +92,7 @@ wb_report dirty_after_drop "$(wb_status_field 7)"
 $DMSETUP remove wb || wb_fail "remove"
 create /dev/mapper/small clean_shrunk
 $DMSETUP table wb >/dev/null 2>&1 && {
-	$DD if=$dev bs=508k count=40 iflag=direct 2>/dev/null | wb_digest >/tmp/got
-	$CMP -s /tmp/got /tmp/want && wb_report clean_shrunk_data ok || wb_report clean_shrunk_data wrong
+	check_data clean_shrunk_data
 	$DMSETUP remove wb
 }
 
@@ -98,8 +101,7 @@ $DD if=/dev/zero of=/dev/mapper/small bs=1M count=1 oflag=direct 2>/dev/null || 
 $DD if=/dev/zero of=/dev/mapper/small bs=1M count=1 seek=$((SMALL / 2048 - 1)) oflag=direct 2>/dev/null ||
 	wb_fail "zero tail"
 create /dev/mapper/small zeroed
-$DD if=$dev bs=508k count=40 iflag=direct 2>/dev/null | wb_digest >/tmp/got
-$CMP -s /tmp/got /tmp/want && wb_report zeroed_data ok || wb_report zeroed_data wrong
+check_data zeroed_data
 $DMSETUP remove wb || wb_fail "remove"
 wb_report done yes
 GUEST
