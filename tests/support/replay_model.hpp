@@ -215,9 +215,9 @@ newest_dirty_copies(const RawCache& cache, const std::vector<std::pair<std::uint
 // and whether the kernel refuses the log. The fuzzer and the tests hold the
 // scan and the plan against it.
 //
-// The torn-rewrite rule applies only to a log another writer left, that is
-// a cache without the trust record (sector 8: le32 magic 0x72544257 at byte
-// 0); torn_rewrites overrides that, as ScanOptions::torn_rewrites does. A
+// The torn-rewrite and lost-in-flight rules apply only to a log another
+// writer left, that is a cache without the trust record (sector 8: le32
+// magic 0x72544257 at byte 0); torn_rewrites overrides that, as ScanOptions::torn_rewrites does. A
 // refused log (refused()) is still walked and planned up to its stop, as the
 // library plans it for wbreplay --force.
 class KernelRuleModel {
@@ -252,6 +252,13 @@ public:
 			const std::uint64_t base = cache.slot_base(slot);
 			const std::uint64_t id = le(base, 8);
 			if (id == 0)
+				continue;
+			// A segment write lost in flight: among the newest positions
+			// (the steps before the last whose expected id lies within 8
+			// of max_id), the slot holds the segment one lap older than
+			// the id expected there, checksum good or bad. It was written
+			// back before its slot was reused: a gap, as an empty slot.
+			if (torn_rule && step + 1 < nr && step + 8 >= nr && max_id >= id && max_id - id == 2 * nr - 1 - step)
 				continue;
 			// Ids rise in ring order up to the stop, bad segments' too.
 			if (previous != 0 && id <= previous)
