@@ -1017,6 +1017,9 @@ int wb_periodic_daemon(void *data)
 		/* postsuspend stops this thread; this covers the moment before. */
 		if (wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags))
 			continue;
+		/* Held by wb_stop_periodic_daemon: no round until kthread_stop. */
+		if (!mutex_trylock(&wb->periodic_lock))
+			continue;
 
 		wb_update_writeback_allowed(wb, &ticks, &ticks_at);
 
@@ -1036,7 +1039,24 @@ int wb_periodic_daemon(void *data)
 			last_record = jiffies;
 			wb_update_sb_record(wb, blk);
 		}
+		mutex_unlock(&wb->periodic_lock);
+		wake_up_all(&wb->wait);
 	}
 	free_page((unsigned long)blk);
 	return 0;
+}
+
+/*
+ * As wb_stop_writeback_daemon, for the same reason: a round writes the
+ * superblock record, as long as a slow cache device takes, and
+ * kthread_stop would sleep through it in one piece. The round in progress
+ * ends in a slice-woken wait, and only then is the thread stopped (it is
+ * between rounds, and starts none while the lock is held here).
+ */
+void wb_stop_periodic_daemon(struct wb_device *wb)
+{
+	wb_wait_io(wb->wait, mutex_trylock(&wb->periodic_lock));
+	kthread_stop(wb->periodic_task);
+	mutex_unlock(&wb->periodic_lock);
+	wb->periodic_task = NULL;
 }

@@ -123,14 +123,101 @@ static int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
 	return 0;
 }
 
-/* Stops both kthreads; an in-flight writeback batch finishes first. */
+/* Stops both kthreads; a round or batch in progress finishes first. */
 static void wb_stop_daemons(struct wb_device *wb)
 {
 	if (wb->periodic_task)
-		kthread_stop(wb->periodic_task);
-	wb->periodic_task = NULL;
+		wb_stop_periodic_daemon(wb);
 	if (wb->writeback_task)
 		wb_stop_writeback_daemon(wb);
+}
+
+struct wb_queue_mark {
+	struct work_struct work;
+	struct completion done;
+};
+
+static void wb_queue_mark_reached(struct work_struct *work)
+{
+	complete(&container_of(work, struct wb_queue_mark, work)->done);
+}
+
+/*
+ * Waits for every work item queued so far on an ordered workqueue, the one
+ * running included. flush_work would sleep in one piece for as long as the
+ * work waits for the devices: the hung-task detector would report a slow
+ * device as a hang, and a wait that never ends would not report itself
+ * (see wb_wait_io). A mark queued behind the work is waited for in slices
+ * instead; the queue being ordered, it runs after everything before it.
+ */
+static void wb_drain_ordered_queue(struct workqueue_struct *wq)
+{
+	struct wb_queue_mark mark;
+	struct wb_wait_clock clock = { jiffies, false };
+
+	INIT_WORK_ONSTACK(&mark.work, wb_queue_mark_reached);
+	init_completion(&mark.done);
+	queue_work(wq, &mark.work);
+	while (!wait_for_completion_timeout(&mark.done, WB_WAIT_SLICE))
+		wb_wait_slow(&clock, __func__, __LINE__);
+	destroy_work_on_stack(&mark.work);
+}
+
+/*
+ * Every instance, with the mapped device whose table holds it. dm opens a
+ * device for every table that names it, so two mapped devices can each
+ * have a table over the same cache device (or backing device): each would
+ * replay the log, then write its own over the other's, and write back to
+ * a backing device that the other changes under it. A device that an
+ * instance of another mapped device uses, in either role, is refused.
+ * Instances of one mapped device share their devices: a reloaded table is
+ * constructed while the old one is live, and dm suspends the old one
+ * before the new one resumes.
+ */
+static LIST_HEAD(wb_instances);
+static DEFINE_MUTEX(wb_instances_lock);
+
+static bool wb_shares_a_device(struct wb_device *a, struct wb_device *b)
+{
+	return a->cache_dev->bdev == b->cache_dev->bdev ||
+	       a->cache_dev->bdev == b->backing_dev->bdev ||
+	       a->backing_dev->bdev == b->cache_dev->bdev ||
+	       a->backing_dev->bdev == b->backing_dev->bdev;
+}
+
+/* The name dmsetup knows the device by, or its number when it has none. */
+static const char *wb_md_name(struct mapped_device *md, char name[DM_NAME_LEN])
+{
+	return dm_copy_name_and_uuid(md, name, NULL) ? dm_device_name(md) : name;
+}
+
+static int wb_claim_devices(struct wb_device *wb, char **error)
+{
+	char name[DM_NAME_LEN], other_name[DM_NAME_LEN];
+	struct wb_device *other;
+	int r = 0;
+
+	mutex_lock(&wb_instances_lock);
+	list_for_each_entry(other, &wb_instances, instance_node) {
+		if (other->md == wb->md || !wb_shares_a_device(wb, other))
+			continue;
+		DMERR("%s: a device of this table is the cache or backing device of %s",
+		      wb_md_name(wb->md, name), wb_md_name(other->md, other_name));
+		*error = "A device of this table is in use by another dm-wbkit device";
+		r = -EBUSY;
+		break;
+	}
+	if (!r)
+		list_add_tail(&wb->instance_node, &wb_instances);
+	mutex_unlock(&wb_instances_lock);
+	return r;
+}
+
+static void wb_release_devices(struct wb_device *wb)
+{
+	mutex_lock(&wb_instances_lock);
+	list_del_init(&wb->instance_node);
+	mutex_unlock(&wb_instances_lock);
 }
 
 static int wb_start_daemons(struct wb_device *wb)
@@ -161,6 +248,7 @@ static void wb_destroy(struct wb_device *wb)
 	unsigned int i;
 
 	wb_stop_daemons(wb);
+	wb_release_devices(wb);
 	if (wb->io_wq)
 		destroy_workqueue(wb->io_wq);
 	if (wb->fallback_wq)
@@ -309,6 +397,9 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	bio_list_init(&wb->commit_waiters);
 	init_waitqueue_head(&wb->writeback_wait);
 	mutex_init(&wb->batch_lock);
+	mutex_init(&wb->periodic_lock);
+	INIT_LIST_HEAD(&wb->instance_node);
+	wb->md = dm_table_get_md(ti->table);
 	INIT_LIST_HEAD(&wb->flush_queue);
 	INIT_LIST_HEAD(&wb->retained);
 	spin_lock_init(&wb->bio_lock);
@@ -354,6 +445,9 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		r = -EINVAL;
 		goto bad;
 	}
+	r = wb_claim_devices(wb, &ti->error);
+	if (r)
+		goto bad;
 	r = wb_parse_optargs(wb, &as, &ti->error);
 	if (r)
 		goto bad;
@@ -473,7 +567,8 @@ static void writeboost_postsuspend(struct dm_target *ti)
 	 * A read-cache injection may wait for writeback: it ends (dropping
 	 * its cells, the flag is set) before the threads stop.
 	 */
-	flush_work(&wb->rc_work);
+	wb_drain_ordered_queue(wb->io_wq);
+	flush_work(&wb->rc_work);	/* a no-op unless queued again since */
 	wb_stop_daemons(wb);
 	if (test_bit(WB_F_STARTED, &wb->flags) &&
 	    !wb_wait_flushed(wb, wb_seal_for_flush(wb)))
@@ -483,6 +578,7 @@ static void writeboost_postsuspend(struct dm_target *ti)
 	 * The flusher may still be running a round it started before (a
 	 * cache flush for commits, completing waiters); quiet means it ended.
 	 */
+	wb_drain_ordered_queue(wb->flush_wq);
 	flush_work(&wb->flush_work);
 }
 
@@ -608,9 +704,20 @@ static int wb_drop_caches_stopped(struct wb_device *wb, int r, const char *why)
 }
 
 /*
- * Writes back everything and waits for it. A signal (-EINTR) or a suspend
- * that starts meanwhile (-EBUSY) stops the wait: writeback goes on in the
- * background on a live device, and the message can be sent again.
+ * dmsetup remove marks the disk dead first, then, on a device already
+ * suspended, calls no target hook before it waits for every hold on the
+ * mapped device to end, the message's included (__dm_destroy).
+ */
+static bool wb_removing(struct wb_device *wb)
+{
+	return test_bit(GD_DEAD, &dm_disk(wb->md)->state);
+}
+
+/*
+ * Writes back everything and waits for it. A signal (-EINTR), a suspend
+ * that starts meanwhile (-EBUSY) or a remove (-ENODEV) stops the wait:
+ * writeback goes on in the background on a live device, and the message
+ * can be sent again.
  */
 static int wb_drop_caches(struct wb_device *wb)
 {
@@ -649,11 +756,16 @@ static int wb_drop_caches(struct wb_device *wb)
 				r = -EINTR;
 				break;
 			}
+			if (wb_removing(wb)) {
+				r = -ENODEV;
+				break;
+			}
 			wb_writeback_batch(wb);
 		}
 		atomic_dec(&wb->drop_caches);
 		if (r)
-			return wb_drop_caches_stopped(wb, r, "signal");
+			return wb_drop_caches_stopped(wb, r, r == -EINTR ? "signal" :
+						      "the device is being removed");
 		if (wb_dead(wb) || test_bit(WB_F_SUSPENDED, &wb->flags) ||
 		    READ_ONCE(wb->last_writeback_id) >=
 		    READ_ONCE(wb->last_flushed_id))
@@ -666,7 +778,8 @@ static int wb_drop_caches(struct wb_device *wb)
 				     READ_ONCE(wb->last_writeback_id) >= id ||
 				     wb_dead(wb) ||
 				     test_bit(WB_F_SUSPENDING, &wb->flags) ||
-				     test_bit(WB_F_SUSPENDED, &wb->flags));
+				     test_bit(WB_F_SUSPENDED, &wb->flags) ||
+				     wb_removing(wb));
 	atomic_dec(&wb->drop_caches);
 	if (wb_dead(wb))
 		return -EIO;
@@ -674,6 +787,8 @@ static int wb_drop_caches(struct wb_device *wb)
 		return 0;
 	if (r)
 		return wb_drop_caches_stopped(wb, -EINTR, "signal");
+	if (wb_removing(wb))
+		return wb_drop_caches_stopped(wb, -ENODEV, "the device is being removed");
 	return wb_drop_caches_stopped(wb, -EBUSY, "the device is suspending");
 }
 

@@ -434,6 +434,15 @@ struct wb_device {
 
 	/* Periodic daemon: superblock record and data sync */
 	struct task_struct *periodic_task;
+	/* Held for one round of the periodic thread (wb_stop_periodic_daemon). */
+	struct mutex periodic_lock;
+
+	/*
+	 * The mapped device whose table holds this instance, and its place in
+	 * the list of every instance (wb_claim_devices).
+	 */
+	struct mapped_device *md;
+	struct list_head instance_node;
 
 	/* Tunables */
 	unsigned int tunable[WB_T_NR];
@@ -533,6 +542,7 @@ void wb_rc_work(struct work_struct *work);
 /* dm-wbkit-daemon.c: writeback, superblock record, data sync */
 void wb_writeback_batch(struct wb_device *wb);
 void wb_stop_writeback_daemon(struct wb_device *wb);
+void wb_stop_periodic_daemon(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);
