@@ -14,12 +14,23 @@ FUZZ_FORKS ?= 1
 PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Warnings as errors: ON in make test (and so in CI), OFF by default. A build
+# directory made without it is switched on when make test uses it.
+WBKIT_WERROR ?= OFF
+BUILD_RELEASE ?= build-release
+# configure_build DIR FLAGS: configures DIR unless it is, and turns
+# WBKIT_WERROR on in it when asked (never off: that would rebuild it all).
+define configure_build
+	@test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) -DWBKIT_WERROR=$(WBKIT_WERROR) $(2)
+	@[ "$(WBKIT_WERROR)" != ON ] || grep -q '^WBKIT_WERROR:[A-Z]*=ON$$' $(1)/CMakeCache.txt || \
+		cmake -S . -B $(1) -DWBKIT_WERROR=ON >/dev/null
+endef
 # The formatter the style is tuned to (Debian 12's); other versions format differently.
 CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure demo deb test-deb-root test-initramfs test-boot-guard check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-kernels test-kernel-build test-stress test-stress-faults kdebug test-crash test-crash-quick test-powercut test-powercut-quick crash-peers bench-peers test-mutants test-mutants-quick bench kmod clean
+.PHONY: all deps deps-build configure test-release-build demo deb test-deb-root test-initramfs test-boot-guard check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-kernels test-kernel-build test-stress test-stress-faults kdebug test-crash test-crash-quick test-powercut test-powercut-quick crash-peers bench-peers test-mutants test-mutants-quick bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -31,7 +42,7 @@ deps:
 	scripts/install-deps.sh
 
 configure: deps-build
-	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DPython3_EXECUTABLE=$(PYTHON) $(CMAKE_FLAGS)
+	$(call configure_build,$(BUILD),-DPython3_EXECUTABLE=$(PYTHON) $(CMAKE_FLAGS))
 
 # The main job on the bundled demo cache image.
 demo: all
@@ -93,11 +104,13 @@ format: deps-build
 # WBKIT_REQUIRE_ALL_TESTS=1: a test that cannot run here (no loop devices,
 # no device nodes, no strace) fails instead of skipping.
 test: export WBKIT_REQUIRE_ALL_TESTS = 1
+test: export WBKIT_WERROR = ON
 test: deps
 	$(MAKE) check-format
 	$(MAKE) check-kmod-style
 	$(MAKE) all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) test-release-build
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
@@ -107,11 +120,18 @@ test: deps
 	$(MAKE) test-crash-quick
 	$(MAKE) test-powercut-quick
 
+# The three build types with warnings as errors: RelWithDebInfo (the main
+# build), Debug (the ASan build) and Release, built here (about 4 minutes):
+# at -O3 GCC warns where it does not at -O2.
+test-release-build: deps-build
+	$(call configure_build,$(BUILD_RELEASE),-DCMAKE_BUILD_TYPE=Release -DWBKIT_PYTHON=OFF)
+	cmake --build $(BUILD_RELEASE) -j $(JOBS)
+
 test-unit: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps-build
-	@test -f $(BUILD_ASAN)/CMakeCache.txt || cmake -S . -B $(BUILD_ASAN) -DWBKIT_SANITIZE=ON -DWBKIT_PYTHON=OFF -DCMAKE_BUILD_TYPE=Debug
+	$(call configure_build,$(BUILD_ASAN),-DWBKIT_SANITIZE=ON -DWBKIT_PYTHON=OFF -DCMAKE_BUILD_TYPE=Debug)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
 
@@ -119,12 +139,12 @@ test-asan: deps-build
 # executor's reader thread, recovery, the index's parallel sort) under ThreadSanitizer.
 TSAN_TESTS = test_log_scan test_log_verifier test_replay test_recover test_engine_corpus test_bucket_sort
 test-tsan: deps-build
-	@test -f $(BUILD_TSAN)/CMakeCache.txt || cmake -S . -B $(BUILD_TSAN) -DWBKIT_TSAN=ON -DWBKIT_PYTHON=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	$(call configure_build,$(BUILD_TSAN),-DWBKIT_TSAN=ON -DWBKIT_PYTHON=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $(TSAN_TESTS)
 	set -e; for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 $(BUILD_TSAN)/tests/unit/$$t --gtest_brief=1; done
 
 fuzz-configure: deps-build
-	@test -f $(BUILD_FUZZ)/CMakeCache.txt || cmake -S . -B $(BUILD_FUZZ) -DWBKIT_FUZZ=ON -DWBKIT_PYTHON=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+	$(call configure_build,$(BUILD_FUZZ),-DWBKIT_FUZZ=ON -DWBKIT_PYTHON=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_parsers fuzz_engine fuzz_replay
 
 test-fuzz: fuzz-configure
@@ -274,5 +294,5 @@ check-kmod-style:
 	scripts/check-kmod-style.sh $(BUILD)/checkpatch
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ) $(BUILD_FUZZ_FAST)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ) $(BUILD_FUZZ_FAST) $(BUILD_RELEASE)
 	-$(MAKE) -C kmod clean

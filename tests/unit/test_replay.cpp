@@ -708,7 +708,7 @@ TEST(SegmentReasons, EveryReasonHasOneUniqueDocumentedName)
 	for (const SegmentReasonInfo& info : all_segment_reasons()) {
 		EXPECT_TRUE(names.insert(info.name).second) << info.name;
 		EXPECT_EQ(segment_reason_name(info.reason), info.name);
-		EXPECT_NE(text.find("`" + std::string(info.name) + "`"), std::string::npos)
+		EXPECT_NE(text.find(fmt::format("`{}`", info.name)), std::string::npos)
 			<< "docs/recovery.md does not name " << info.name;
 	}
 	EXPECT_EQ(all_segment_reasons().size(), std::size_t(SegmentReason::slot_mismatch) + 1);
