@@ -326,4 +326,4 @@ def test_the_picture_in_the_docs_is_small_and_shown():
     png = ROOT / "docs" / "images" / "grafana-dashboard.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size < 300 * 1024
-    assert "docs/images/grafana-dashboard.png" in (ROOT / "README.md").read_text()
+    assert "](images/grafana-dashboard.png)" in (ROOT / "docs" / "tools.md").read_text()

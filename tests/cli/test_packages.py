@@ -144,7 +144,9 @@ def test_tools_package_runs_from_a_scratch_root(packages):
         "/usr/share/wbkit/grafana/wbkit-dashboard.json"} | {
         f"/usr/share/doc/wbkit/schemas/{p.name}" for p in (ROOT / "docs" / "schemas").glob("*.schema.json")} | {
         f"/usr/share/doc/wbkit/docs/images/{p.name}" for p in (ROOT / "docs" / "images").glob("*.png")} | {
-        "/usr/share/doc/wbkit/docs/recovery.md", "/usr/share/doc/wbkit/docs/FORMAT.md"}
+        "/usr/share/doc/wbkit/docs/recovery.md", "/usr/share/doc/wbkit/docs/FORMAT.md",
+        "/usr/share/doc/wbkit/docs/tools.md", "/usr/share/doc/wbkit/docs/install.md",
+        "/usr/share/doc/wbkit/docs/comparison.md"}
     assert expected == files, (sorted(expected - files), sorted(files - expected))
     depends = field(deb, "Depends")
     assert "libc6" in depends and "libstdc++6" in depends, depends

@@ -98,7 +98,7 @@ for kind in $peers; do
 		# every state of the log (what wbreplay does): all states, not a
 		# sample, and the sample's torn states whose replay skipped a torn
 		# rewrite come out as kind torn-rewrite (the known loss of
-		# upstream's replay, above in README.md).
+		# upstream's replay, docs/comparison.md).
 		offline=$("$wbcrash" "$rec" "${emit[@]}" --keep "$work/offline-failures-$kind" | tail -n 1) || true
 		details+=("$(label_of "$kind"): the library's offline replay on every state: $offline")
 		echo "offline: $offline"

@@ -14,8 +14,8 @@
 # and sends no FUA): a write reaches IMG only when the guest flushes THAT
 # disk (or with FUA, which virtio-blk never sends), and the filter never
 # writes dirty blocks back on its own (no cache-max-size: no reclaim).
-# Checked on the host with qemu-io and the log filter (README, "Power cuts
-# with a cache per disk"). A power cut is one `kill -KILL` of both nbdkit
+# Checked on the host with qemu-io and the log filter (tests/crash/README.md,
+# "Power cuts with a cache per disk"). A power cut is one `kill -KILL` of both nbdkit
 # processes and qemu: every unflushed write of each disk is gone.
 #
 # The guest runs the stamped workload (tests/vm/wbstamp.c) on the target

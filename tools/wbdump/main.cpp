@@ -94,7 +94,7 @@ int main(int argc, char** argv)
 	auto* positional = app.add_option("CACHE", o.cache, "cache device or image file");
 	app.add_option("--cache", o.cache, "the cache, as in the other tools (instead of CACHE)")->excludes(positional);
 	app.add_option("--backing", o.backing, "backing device: report blocks that lie past its end");
-	app.add_flag("--json", o.json, "print one JSON document (keys documented in the README)");
+	app.add_flag("--json", o.json, "print one JSON document (keys documented in docs/tools.md)");
 	app.add_flag("--metablocks", o.metablocks, "list every metablock of the log");
 	auto* slot = app.add_option("--slot", o.slot, "show slot K in full (0-based)")->check(wbkit::unsigned_64());
 	auto* segment =

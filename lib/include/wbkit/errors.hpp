@@ -7,7 +7,7 @@
 
 namespace wbkit {
 
-// Exit codes shared by every tool (documented in the README and each --help).
+// Exit codes shared by every tool (documented in docs/tools.md and each --help).
 enum class ExitCode : int {
 	ok = 0,          // success, nothing damaged or lost
 	damage = 1,      // finished, but damage was found or something was not recovered

@@ -1,4 +1,4 @@
-// Rendering: the JSON documents (stable keys, documented in the README) and
+// Rendering: the JSON documents (stable keys, documented in docs/tools.md) and
 // the text for people that the tools print and the Python module returns.
 // Only the tools, the bindings and the tests include this; the engines
 // (scan, inspect, replay, recover) produce data and know nothing of it.
