@@ -1002,33 +1002,6 @@ module_param(target_name, charp, 0444);
 MODULE_PARM_DESC(target_name,
 		 "device-mapper target type to register (default writeboost)");
 
-/*
- * Waits on the devices wake every WB_WAIT_SLICE, so the hung-task detector
- * never reports them (wb_wait_io); this reports one that lasts as long as
- * the detector's default timeout (its sysctl is not exported), once per
- * wait. 0 reports none.
- */
-#ifndef CONFIG_DEFAULT_HUNG_TASK_TIMEOUT
-#define CONFIG_DEFAULT_HUNG_TASK_TIMEOUT 120
-#endif
-static unsigned int slow_wait_secs = CONFIG_DEFAULT_HUNG_TASK_TIMEOUT;
-module_param(slow_wait_secs, uint, 0644);
-MODULE_PARM_DESC(slow_wait_secs,
-		 "report a wait for the devices that lasts this long, with its stack (0: never)");
-
-void wb_wait_slow(struct wb_wait_clock *clock, const char *func, int line)
-{
-	unsigned int secs = READ_ONCE(slow_wait_secs);
-
-	if (clock->reported || !secs ||
-	    time_before(jiffies, clock->start + (unsigned long)secs * HZ))
-		return;
-	clock->reported = true;
-	pr_warn("dm-wbkit: task %s:%d has waited more than %u s in %s (line %d) for I/O or another thread; its stack:\n",
-		current->comm, task_pid_nr(current), secs, func, line);
-	dump_stack();
-}
-
 static struct target_type writeboost_target = {
 	/* The project's version, so `dmsetup targets` tells this module from upstream's. */
 	.version = { WBKIT_VERSION_MAJOR, WBKIT_VERSION_MINOR, WBKIT_VERSION_PATCH },

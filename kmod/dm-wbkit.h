@@ -109,7 +109,7 @@ static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than r
  * ends (a device that never completes, a cycle of waits) cannot go unseen
  * either, each one reports itself once it has lasted slow_wait_secs (the
  * module parameter, by default the hung-task timeout): its place and the
- * task's stack, in the kernel log (wb_wait_slow).
+ * task's stack, in the kernel log (wb_wait_slow, dm-wbkit-core.c).
  */
 #define WB_WAIT_SLICE		HZ
 struct wb_wait_clock {
@@ -468,29 +468,21 @@ struct wb_device {
 	struct wb_cause cause;
 };
 
-/* dm-wbkit-metadata.c: dead state, I/O, hash table, format, replay */
+/* dm-wbkit-core.c: checksum, dead state, error counts (and wb_wait_slow) */
 u32 wb_checksum(const void *seg_buf, u8 length);
-int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
-	       sector_t sector, void *buf, unsigned int len);
-int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
 void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op,
 		 u64 sector, int err);
 void wb_count_error(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op);
 void wb_fail_request(struct wb_device *wb, enum wb_op op, u64 sector, int err);
 const char *wb_op_name(enum wb_op op);
+
+/* dm-wbkit-devio.c: the target's own I/O, synchronous and asynchronous */
+int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
+	       sector_t sector, void *buf, unsigned int len);
+int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
 int wb_sync_io_nofail(struct wb_device *wb, enum wb_dev_kind dev,
 		      blk_opf_t opf, sector_t sector, void *buf,
 		      unsigned int len);
-int wb_format_or_replay(struct wb_device *wb, char **error);
-int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
-void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
-void wb_unhash_entries(struct wb_device *wb, struct wb_segment *seg,
-		       unsigned int n);
-int wb_write_trust(struct wb_device *wb, u64 trusted_from_id);
-struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
-void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
-void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);
-void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb);
 
 struct wb_aio {
 	atomic_t pending;
@@ -504,6 +496,23 @@ void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
 		   enum wb_dev_kind dev, blk_opf_t opf, sector_t sector,
 		   void *buf, unsigned int len);
 int wb_aio_wait(struct wb_aio *aio);
+
+/* dm-wbkit-hash.c: the lookup, backing block -> newest cached copy */
+struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
+void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
+void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);
+void wb_unhash_entries(struct wb_device *wb, struct wb_segment *seg,
+		       unsigned int n);
+void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb);
+
+/* dm-wbkit-format.c: format, superblock and trust records, format guard */
+int wb_format(struct wb_device *wb, char **error);
+void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
+int wb_write_trust(struct wb_device *wb, u64 trusted_from_id);
+int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
+
+/* dm-wbkit-replay.c: the first resume, format or replay */
+int wb_format_or_replay(struct wb_device *wb, char **error);
 
 /* dm-wbkit-flush.c: buffer pool, open segment, seal, group commit */
 int __wb_get_cur(struct wb_device *wb, bool wait_slot);
