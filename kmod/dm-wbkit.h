@@ -514,7 +514,11 @@ int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
 /* dm-wbkit-replay.c: the first resume, format or replay */
 int wb_format_or_replay(struct wb_device *wb, char **error);
 
-/* dm-wbkit-flush.c: buffer pool, open segment, seal, group commit */
+/* dm-wbkit-flush.c: free slots, buffer pool, open segment, group commit */
+u64 wb_free_slots(struct wb_device *wb);
+u64 wb_low_slots(struct wb_device *wb);
+bool wb_ring_short(struct wb_device *wb);
+u64 wb_open_pace_ns(struct wb_device *wb, u64 now);
 int __wb_get_cur(struct wb_device *wb, bool wait_slot);
 static inline int wb_get_cur(struct wb_device *wb)
 {
@@ -548,15 +552,29 @@ void wb_rc_read_done(struct wb_device *wb, struct bio *bio,
 void wb_rc_invalidate(struct wb_device *wb, sector_t block);
 void wb_rc_work(struct work_struct *work);
 
-/* dm-wbkit-daemon.c: writeback, superblock record, data sync */
+/* dm-wbkit-stream.c: a batch's writes, written ahead and streamed */
+unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
+			      unsigned int n, unsigned int nr);
+struct wb_metablock *wb_entry_mb(struct wb_device *wb, u64 lw,
+				 const struct wb_writeback_entry *e);
+int wb_stream_writeback(struct wb_device *wb, u64 lw, unsigned int nr,
+			blk_opf_t write_opf, sector_t *err_sector);
+
+/* dm-wbkit-writeback.c: a writeback batch */
+bool wb_writeback_urgent(struct wb_device *wb);
+void wb_writeback_batch_locked(struct wb_device *wb);
+
+/* dm-wbkit-forward.c: moving small segments forward in the log */
+bool wb_forward_wanted(struct wb_device *wb);
+bool wb_forward_heads(struct wb_device *wb);
+
+/* dm-wbkit-daemon.c: the writeback and periodic daemons */
 void wb_writeback_batch(struct wb_device *wb);
 void wb_stop_writeback_daemon(struct wb_device *wb);
 void wb_stop_periodic_daemon(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);
-bool wb_ring_short(struct wb_device *wb);
-u64 wb_open_pace_ns(struct wb_device *wb, u64 now);
 void wb_update_writeback_allowed(struct wb_device *wb, unsigned long *ticks,
 				 unsigned long *at);
 
