@@ -578,6 +578,22 @@ bool wb_should_writeback(struct wb_device *wb);
 void wb_update_writeback_allowed(struct wb_device *wb, unsigned long *ticks,
 				 unsigned long *at);
 
+/* dm-wbkit-message.c: tunables, messages and status */
+struct wb_tunable_def {
+	const char *name;
+	struct dm_arg arg;
+	unsigned int def;
+};
+
+extern const struct wb_tunable_def wb_tunables[WB_T_NR];
+int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
+		     char **error);
+int writeboost_message(struct dm_target *ti, unsigned int argc, char **argv,
+		       char *result, unsigned int maxlen);
+void writeboost_status(struct dm_target *ti, status_type_t type,
+		       unsigned int status_flags, char *result,
+		       unsigned int maxlen);
+
 static inline bool wb_dead(struct wb_device *wb)
 {
 	return test_bit(WB_F_DEAD, &wb->flags);
