@@ -289,9 +289,11 @@ bench-peers: deps all kmod
 kmod: deps
 	$(MAKE) -C kmod
 
-# The kernel's checkpatch.pl on kmod/ (extracted from linux-source-6.1 into $(BUILD)/checkpatch).
+# The kernel's checkpatch.pl on kmod/ (extracted from linux-source-6.1 into $(BUILD)/checkpatch),
+# then the module's file-level call graph, which must have no cycle (builds kmod/).
 check-kmod-style:
 	scripts/check-kmod-style.sh $(BUILD)/checkpatch
+	scripts/check-kmod-calls.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ) $(BUILD_FUZZ_FAST) $(BUILD_RELEASE)

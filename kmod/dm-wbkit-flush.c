@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * dm-wbkit-flush.c - the segment buffer pool, the open segment,
- * sealing, group commit and the segment writes to the cache device.
+ * dm-wbkit-flush.c - the ring's free slots and the pace new segments open
+ * at, the segment buffer pool, the open segment, sealing, group commit and
+ * the segment writes to the cache device.
  */
 #include <linux/ktime.h>
 #include <linux/vmalloc.h>
@@ -9,6 +10,68 @@
 #include "dm-wbkit.h"
 
 #define DM_MSG_PREFIX "writeboost"
+
+/* ---------------------------------------------------------------------- */
+/* The ring's free slots and the pace segments open at */
+
+/*
+ * Free slots of the ring from the next segment to open on (the open one's
+ * slot was free when it opened, so this cannot underflow).
+ */
+u64 wb_free_slots(struct wb_device *wb)
+{
+	struct wb_segment *cur = READ_ONCE(wb->cur);
+	u64 next = cur ? cur->id + 1 : READ_ONCE(wb->last_sealed_id) + 1;
+	u64 end = READ_ONCE(wb->last_writeback_id) + wb->nr_segments;
+
+	return end + 1 > next ? end + 1 - next : 0;
+}
+
+/*
+ * Free slots below which writeback starts before anyone waits: a batch
+ * (nr_max_batched_writeback segments), at most a quarter of the ring. Small
+ * segments (a commit each: O_DSYNC and fsync writers) use a slot apiece,
+ * so the ring fills after as many commits; waiting until it is full would
+ * make each such writer wait for a whole batch, while starting a batch
+ * earlier lets it go on in the slots still free (writeback then runs
+ * beside the writes instead of between them). Full segments leave the
+ * ring full all the time under load, where this changes nothing.
+ */
+u64 wb_low_slots(struct wb_device *wb)
+{
+	return min_t(u64, READ_ONCE(wb->tunable[WB_T_NR_MAX_BATCHED_WRITEBACK]),
+		     max_t(u64, wb->nr_segments / 4, 1));
+}
+
+/* Fewer free slots than wb_low_slots: writeback runs, new segments are paced. */
+bool wb_ring_short(struct wb_device *wb)
+{
+	return wb_free_slots(wb) < wb_low_slots(wb);
+}
+
+/*
+ * How long after the segment about to open the next one may open while
+ * the ring is short (wb_pace_open): the time the batch in progress still
+ * needs (its blocks, those written ahead included, at writeback's recent
+ * time per block) shared among the free slots left after this one, so the
+ * last of them opens about when the batch ends and frees its own. A pause
+ * of writeback's average time per segment matches the rate slots come
+ * free over many batches, but within one they all come free at its end:
+ * paced so, writers took the free slots in the first part of a 1.2 s
+ * batch and waited 400 to 760 ms for the rest (bench/vm-peers.sh steady,
+ * 32 MiB cache). With no batch in progress, or one past its due time (it
+ * may end any moment), the average per segment. Called with wb->lock held.
+ */
+u64 wb_open_pace_ns(struct wb_device *wb, u64 now)
+{
+	u64 due = wb->batch_due_ns;
+	u64 free = wb_free_slots(wb);
+
+	if (!due || due <= now)
+		return wb->writeback_ns_per_seg;
+	/* The slot about to open is one of them; the last opens when due. */
+	return div64_u64(due - now, free > 1 ? free - 1 : 1);
+}
 
 /* ---------------------------------------------------------------------- */
 /* Sealing and flushing segments: group commit */

@@ -109,7 +109,7 @@ static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than r
  * ends (a device that never completes, a cycle of waits) cannot go unseen
  * either, each one reports itself once it has lasted slow_wait_secs (the
  * module parameter, by default the hung-task timeout): its place and the
- * task's stack, in the kernel log (wb_wait_slow).
+ * task's stack, in the kernel log (wb_wait_slow, dm-wbkit-core.c).
  */
 #define WB_WAIT_SLICE		HZ
 struct wb_wait_clock {
@@ -468,29 +468,21 @@ struct wb_device {
 	struct wb_cause cause;
 };
 
-/* dm-wbkit-metadata.c: dead state, I/O, hash table, format, replay */
+/* dm-wbkit-core.c: checksum, dead state, error counts (and wb_wait_slow) */
 u32 wb_checksum(const void *seg_buf, u8 length);
-int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
-	       sector_t sector, void *buf, unsigned int len);
-int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
 void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op,
 		 u64 sector, int err);
 void wb_count_error(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op);
 void wb_fail_request(struct wb_device *wb, enum wb_op op, u64 sector, int err);
 const char *wb_op_name(enum wb_op op);
+
+/* dm-wbkit-devio.c: the target's own I/O, synchronous and asynchronous */
+int wb_sync_io(struct wb_device *wb, enum wb_dev_kind dev, blk_opf_t opf,
+	       sector_t sector, void *buf, unsigned int len);
+int wb_flush_dev(struct wb_device *wb, enum wb_dev_kind dev);
 int wb_sync_io_nofail(struct wb_device *wb, enum wb_dev_kind dev,
 		      blk_opf_t opf, sector_t sector, void *buf,
 		      unsigned int len);
-int wb_format_or_replay(struct wb_device *wb, char **error);
-int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
-void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
-void wb_unhash_entries(struct wb_device *wb, struct wb_segment *seg,
-		       unsigned int n);
-int wb_write_trust(struct wb_device *wb, u64 trusted_from_id);
-struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
-void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
-void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);
-void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb);
 
 struct wb_aio {
 	atomic_t pending;
@@ -505,7 +497,28 @@ void wb_aio_submit(struct wb_device *wb, struct wb_aio *aio,
 		   void *buf, unsigned int len);
 int wb_aio_wait(struct wb_aio *aio);
 
-/* dm-wbkit-flush.c: buffer pool, open segment, seal, group commit */
+/* dm-wbkit-hash.c: the lookup, backing block -> newest cached copy */
+struct wb_metablock *wb_ht_lookup(struct wb_device *wb, sector_t block);
+void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb);
+void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb);
+void wb_unhash_entries(struct wb_device *wb, struct wb_segment *seg,
+		       unsigned int n);
+void wb_mark_clean(struct wb_device *wb, struct wb_metablock *mb);
+
+/* dm-wbkit-format.c: format, superblock and trust records, format guard */
+int wb_format(struct wb_device *wb, char **error);
+void wb_write_sb_record(struct wb_device *wb, void *blk, u64 id);
+int wb_write_trust(struct wb_device *wb, u64 trusted_from_id);
+int wb_check_cache_signature(struct wb_device *wb, bool *blank, char **error);
+
+/* dm-wbkit-replay.c: the first resume, format or replay */
+int wb_format_or_replay(struct wb_device *wb, char **error);
+
+/* dm-wbkit-flush.c: free slots, buffer pool, open segment, group commit */
+u64 wb_free_slots(struct wb_device *wb);
+u64 wb_low_slots(struct wb_device *wb);
+bool wb_ring_short(struct wb_device *wb);
+u64 wb_open_pace_ns(struct wb_device *wb, u64 now);
 int __wb_get_cur(struct wb_device *wb, bool wait_slot);
 static inline int wb_get_cur(struct wb_device *wb)
 {
@@ -539,17 +552,47 @@ void wb_rc_read_done(struct wb_device *wb, struct bio *bio,
 void wb_rc_invalidate(struct wb_device *wb, sector_t block);
 void wb_rc_work(struct work_struct *work);
 
-/* dm-wbkit-daemon.c: writeback, superblock record, data sync */
+/* dm-wbkit-stream.c: a batch's writes, written ahead and streamed */
+unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
+			      unsigned int n, unsigned int nr);
+struct wb_metablock *wb_entry_mb(struct wb_device *wb, u64 lw,
+				 const struct wb_writeback_entry *e);
+int wb_stream_writeback(struct wb_device *wb, u64 lw, unsigned int nr,
+			blk_opf_t write_opf, sector_t *err_sector);
+
+/* dm-wbkit-writeback.c: a writeback batch */
+bool wb_writeback_urgent(struct wb_device *wb);
+void wb_writeback_batch_locked(struct wb_device *wb);
+
+/* dm-wbkit-forward.c: moving small segments forward in the log */
+bool wb_forward_wanted(struct wb_device *wb);
+bool wb_forward_heads(struct wb_device *wb);
+
+/* dm-wbkit-daemon.c: the writeback and periodic daemons */
 void wb_writeback_batch(struct wb_device *wb);
 void wb_stop_writeback_daemon(struct wb_device *wb);
 void wb_stop_periodic_daemon(struct wb_device *wb);
 int wb_writeback_daemon(void *data);
 int wb_periodic_daemon(void *data);
 bool wb_should_writeback(struct wb_device *wb);
-bool wb_ring_short(struct wb_device *wb);
-u64 wb_open_pace_ns(struct wb_device *wb, u64 now);
 void wb_update_writeback_allowed(struct wb_device *wb, unsigned long *ticks,
 				 unsigned long *at);
+
+/* dm-wbkit-message.c: tunables, messages and status */
+struct wb_tunable_def {
+	const char *name;
+	struct dm_arg arg;
+	unsigned int def;
+};
+
+extern const struct wb_tunable_def wb_tunables[WB_T_NR];
+int wb_parse_optargs(struct wb_device *wb, struct dm_arg_set *as,
+		     char **error);
+int writeboost_message(struct dm_target *ti, unsigned int argc, char **argv,
+		       char *result, unsigned int maxlen);
+void writeboost_status(struct dm_target *ti, status_type_t type,
+		       unsigned int status_flags, char *result,
+		       unsigned int maxlen);
 
 static inline bool wb_dead(struct wb_device *wb)
 {

@@ -71,7 +71,7 @@ std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<c
 // ---------------------------------------------------------------------------
 // What a cache device holds (attach's and create's check)
 
-// The kernel's rule (dm-wbkit-metadata.c, wb_check_cache_signature; the
+// The kernel's rule (dm-wbkit-format.c, wb_check_cache_signature; the
 // format rule of kmod/README.md), from the first and the last MiB of the
 // device: a valid superblock is a cache, zeros at both ends (or a dm-wbkit
 // cache whose first 4 KiB were zeroed) are blank, anything else is foreign,
