@@ -14,36 +14,19 @@
 /* ---------------------------------------------------------------------- */
 /* Tunables */
 
+#define WB_T_DEF(e, key, min, max, def, fixed, error)			\
+	[WB_T_##e] = { #key, { min, max, error }, def, fixed },
 const struct wb_tunable_def wb_tunables[WB_T_NR] = {
-	[WB_T_WRITEBACK_THRESHOLD] = {
-		"writeback_threshold",
-		{ 0, 100, "writeback_threshold must be 0..100 (percent)" }, 0 },
-	[WB_T_NR_MAX_BATCHED_WRITEBACK] = {
-		"nr_max_batched_writeback",
-		{ 1, WB_MAX_BATCH, "nr_max_batched_writeback must be 1..32" },
-		WB_MAX_BATCH },
-	[WB_T_UPDATE_SB_RECORD_INTERVAL] = {
-		"update_sb_record_interval",
-		{ 0, 3600, "update_sb_record_interval must be 0..3600 (seconds)" },
-		0 },
-	[WB_T_SYNC_DATA_INTERVAL] = {
-		"sync_data_interval",
-		{ 0, 3600, "sync_data_interval must be 0..3600 (seconds)" }, 0 },
-	[WB_T_READ_CACHE_THRESHOLD] = {
-		"read_cache_threshold",
-		{ 0, 127, "read_cache_threshold must be 0..127" }, 0 },
-	[WB_T_WRITE_AROUND_MODE] = {
-		"write_around_mode",
-		{ 0, 1, "write_around_mode must be 0 or 1" }, 0 },
-	[WB_T_NR_READ_CACHE_CELLS] = {
-		"nr_read_cache_cells",
-		{ 1, 2048, "nr_read_cache_cells must be 1..2048" }, 2048 },
+	WB_TUNABLE_ROWS(WB_T_DEF)
 };
+
+#undef WB_T_DEF
+static_assert(WB_MAX_BATCH == 32, "nr_max_batched_writeback's row: its maximum is WB_MAX_BATCH");
 
 /* Fixed at construction, as in dm-writeboost: messages cannot change them. */
 static bool wb_tunable_static(int t)
 {
-	return t == WB_T_WRITE_AROUND_MODE || t == WB_T_NR_READ_CACHE_CELLS;
+	return wb_tunables[t].fixed;
 }
 
 static int wb_tunable_index(const char *key)
@@ -210,17 +193,13 @@ static int wb_drop_caches(struct wb_device *wb)
 }
 
 /* The reply to error_counts: <name> <count> pairs, enum wb_err_counter's order. */
+#define WB_ERR_NAME(e, name, effect)					\
+	[WB_ERR_##e] = #name,
 static const char *const wb_err_counter_names[WB_ERR_NR] = {
-	[WB_ERR_BACKING_READ] = "backing_read",
-	[WB_ERR_BACKING_WRITE] = "backing_write",
-	[WB_ERR_BACKING_FLUSH] = "backing_flush",
-	[WB_ERR_CACHE_READ] = "cache_read",
-	[WB_ERR_CACHE_WRITE] = "cache_write",
-	[WB_ERR_CACHE_FLUSH] = "cache_flush",
-	[WB_ERR_CACHE_READ_FALLBACK] = "cache_read_fallback",
-	[WB_ERR_FAILED_REQUESTS] = "failed_requests",
-	[WB_ERR_TRANSIENT] = "transient",
+	WB_ERROR_COUNTER_ROWS(WB_ERR_NAME)
 };
+
+#undef WB_ERR_NAME
 
 static void wb_emit_error_counts(struct wb_device *wb, char *result,
 				 unsigned int maxlen)

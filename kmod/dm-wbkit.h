@@ -65,6 +65,7 @@
 #include <linux/types.h>
 
 #include "wbkit_format.h"
+#include "wbkit_contract.h"
 #include "dm-wbkit-compat.h"
 
 #define WB_NR_RAMBUF		8	/* open and unwritten segments at most (as upstream) */
@@ -204,18 +205,20 @@ struct wb_cause {
  * kmod/README.md's fault table says which row counts where and what it
  * does: only some rows make the target dead.
  */
+/*
+ * The error counters (wbkit_contract.h). backing_read: user reads, that bio
+ * fails; backing_write: writeback (fatal), write-around (the bio);
+ * cache_read_fallback: clean copies served from the backing device;
+ * failed_requests: bios failed while the target stayed live; transient:
+ * -EAGAIN, -ENOMEM, retried or passed up, never fatal.
+ */
+#define WB_ERR_ENUM(e, name, effect) WB_ERR_##e,
 enum wb_err_counter {
-	WB_ERR_BACKING_READ,	/* user reads: that bio fails */
-	WB_ERR_BACKING_WRITE,	/* writeback (fatal), write-around (the bio) */
-	WB_ERR_BACKING_FLUSH,
-	WB_ERR_CACHE_READ,
-	WB_ERR_CACHE_WRITE,
-	WB_ERR_CACHE_FLUSH,
-	WB_ERR_CACHE_READ_FALLBACK,	/* clean copies served from the backing device */
-	WB_ERR_FAILED_REQUESTS,	/* bios failed while the target stayed live */
-	WB_ERR_TRANSIENT,	/* -EAGAIN, -ENOMEM: retried or passed up, never fatal */
+	WB_ERROR_COUNTER_ROWS(WB_ERR_ENUM)
 	WB_ERR_NR,
 };
+
+#undef WB_ERR_ENUM
 
 /* One dirty block scheduled for writeback. */
 struct wb_writeback_entry {
@@ -294,16 +297,14 @@ enum wb_map_result {
 };
 
 /* Tunables, in dm-writeboost's order of its optional arguments. */
+/* The table options (wbkit_contract.h). */
+#define WB_T_ENUM(e, key, min, max, def, fixed, error) WB_T_##e,
 enum wb_tunable {
-	WB_T_WRITEBACK_THRESHOLD,
-	WB_T_NR_MAX_BATCHED_WRITEBACK,
-	WB_T_UPDATE_SB_RECORD_INTERVAL,
-	WB_T_SYNC_DATA_INTERVAL,
-	WB_T_READ_CACHE_THRESHOLD,
-	WB_T_WRITE_AROUND_MODE,
-	WB_T_NR_READ_CACHE_CELLS,
+	WB_TUNABLE_ROWS(WB_T_ENUM)
 	WB_T_NR,
 };
+
+#undef WB_T_ENUM
 
 /* Bits in wb->flags */
 #define WB_F_DEAD	0	/* fail-stop, never clears */
@@ -583,6 +584,7 @@ struct wb_tunable_def {
 	const char *name;
 	struct dm_arg arg;
 	unsigned int def;
+	bool fixed;	/* only the table line sets it */
 };
 
 extern const struct wb_tunable_def wb_tunables[WB_T_NR];

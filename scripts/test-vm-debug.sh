@@ -43,7 +43,7 @@ log() { echo "test-vm-debug: $*" >&2; }
 # wbkit-lib.inc rebuilds a stale kmod/dm-wbkit.ko against the headers of
 # VM_KVER, which this kernel does not have in /lib/modules: build it for
 # Debian's kernel first (what `make kmod` does), as the plain VM tests would.
-for f in "$root"/kmod/*.[ch] "$root"/kmod/Kbuild "$root"/format/wbkit_format.h; do
+for f in "$root"/kmod/*.[ch] "$root"/kmod/Kbuild "$root"/format/wbkit_format.h "$root"/format/wbkit_contract.h; do
 	if [ ! -f "$root/kmod/dm-wbkit.ko" ] || [ "$f" -nt "$root/kmod/dm-wbkit.ko" ]; then
 		log "kmod/dm-wbkit.ko is missing or stale: make -C kmod"
 		nice -n 15 make -s -C "$root/kmod" >&2

@@ -222,7 +222,7 @@ def test_dkms_package_replaces_upstream_and_holds_a_complete_tree(packages):
                      if (p.suffix in (".c", ".h") and not p.name.endswith(".mod.c")) or p.name in ("Kbuild", "Makefile"))
     assert len([s for s in sources if s.endswith(".c")]) >= 6, sources
     expected = {f"{tree}/{name}" for name in sources} | {
-        f"{tree}/dkms.conf", f"{tree}/VERSION", f"{tree}/format/wbkit_format.h",
+        f"{tree}/dkms.conf", f"{tree}/VERSION", f"{tree}/format/wbkit_format.h", f"{tree}/format/wbkit_contract.h",
         "/usr/share/man/man4/dm-wbkit.4.gz", "/usr/share/doc/dm-wbkit-dkms/copyright",
         "/usr/share/doc/dm-wbkit-dkms/changelog.gz",
         "/etc/kernel/postinst.d/dm-wbkit-dkms", "/etc/kernel/header_postinst.d/dm-wbkit-dkms",

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "wbkit/contract.hpp"
 #include "wbkit/errors.hpp"
 
 namespace wbkit {
@@ -130,21 +131,9 @@ struct WbErrorCounts {
 // that is not a decimal number, a name twice.
 WbErrorCounts parse_error_counts(std::string_view reply);
 
-// What an error of a known counter does to the target (dm-wbkit(4), the
-// fault table of kmod/README.md).
-enum class ErrorEffect {
-	not_fatal,       // fails one request at most, or is retried
-	sometimes_fatal, // fatal for some of the I/O it counts, not for the rest
-	fatal,           // every error it counts made the target dead
-	unknown,         // a name this wbkit does not know
-};
-
-struct ErrorCounterInfo {
-	const char* name;
-	ErrorEffect effect;
-};
-
-// The counters dm-wbkit 1 replies, in its order, and what their errors do:
+// The counters dm-wbkit 1 replies, in its order, and what their errors do
+// (ErrorEffect, known_error_counters: wbkit/contract.hpp, from the rows the
+// kernel target expands; dm-wbkit(4), the fault table of kmod/README.md):
 // backing_read fails the request (read misses, the backing part of a partly
 // cached block, read-cache staging reads, clean-copy fallbacks);
 // backing_write counts writeback writes (fatal) and write_around_mode writes
@@ -154,18 +143,6 @@ struct ErrorCounterInfo {
 // zeroing, the superblock record and the trust record; failed_requests the
 // requests failed while the target stayed live; transient -EAGAIN and
 // -ENOMEM, retried or passed up.
-inline constexpr ErrorCounterInfo known_error_counters[] = {
-	{"backing_read", ErrorEffect::not_fatal},
-	{"backing_write", ErrorEffect::sometimes_fatal},
-	{"backing_flush", ErrorEffect::fatal},
-	{"cache_read", ErrorEffect::sometimes_fatal},
-	{"cache_write", ErrorEffect::fatal},
-	{"cache_flush", ErrorEffect::fatal},
-	{"cache_read_fallback", ErrorEffect::not_fatal},
-	{"failed_requests", ErrorEffect::not_fatal},
-	{"transient", ErrorEffect::not_fatal},
-};
-
 ErrorEffect error_counter_effect(std::string_view name);
 
 // The counters summed up, for a person: the errors of each device, the
@@ -275,8 +252,9 @@ std::optional<WbRates> wb_rates(const WbDevice& before, const WbDevice& after, d
 
 // The table's tunables that the status does not carry, with the defaults
 // both modules use when the table line does not give them.
-inline constexpr std::uint64_t default_nr_max_batched_writeback = 32;
-inline constexpr std::uint64_t default_nr_read_cache_cells = 2048;
-inline constexpr std::uint64_t default_write_around_mode = 0;
+inline constexpr std::uint64_t default_nr_max_batched_writeback =
+	tunable_row("nr_max_batched_writeback").default_value;
+inline constexpr std::uint64_t default_nr_read_cache_cells = tunable_row("nr_read_cache_cells").default_value;
+inline constexpr std::uint64_t default_write_around_mode = tunable_row("write_around_mode").default_value;
 
 } // namespace wbkit
