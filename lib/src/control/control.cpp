@@ -23,7 +23,7 @@
 #include "wbkit/log_scan.hpp"
 #include "wbkit/probe.hpp"
 #include "wbkit/replay.hpp"
-#include "words.hpp"
+#include "control/words.hpp"
 
 namespace wbkit {
 
