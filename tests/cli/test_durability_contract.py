@@ -23,7 +23,7 @@ SECTION = "## Durability across the two devices"
 HEADER = ["state change", "durable first: device, writes, made durable by", "through",
           "a power cut if the order is broken"]
 # Where a function named after "in" is looked for.
-SOURCE_GLOBS = ("kmod/*.c", "kmod/*.h", "format/*.h", "lib/src/*.cpp", "lib/src/*.hpp", "lib/include/wbkit/*.hpp",
+SOURCE_GLOBS = ("kmod/*.c", "kmod/*.h", "format/*.h", "lib/src/*/*.cpp", "lib/src/*/*.hpp", "lib/include/wbkit/*.hpp",
                 "tools/*/*.cpp")
 # The functions the table must keep naming as the one way to their state change
 # (issue 56): a row that goes away fails here, not silently.

@@ -1,6 +1,6 @@
 // The index's in-place parallel sort gives exactly std::sort's order, on key
 // sets that exercise its buckets: uniform, clustered, one key, full 64-bit range.
-#include "bucket_sort.hpp"
+#include "scan/bucket_sort.hpp"
 
 #include <gtest/gtest.h>
 

@@ -266,7 +266,7 @@ FlushResult flush(System& system, const std::string& name, const FlushOptions& o
 // Detach, attach, replace-cache and mode
 //
 // detach, replace-cache and mode share one switch (drain_and_switch in
-// control.cpp): flush in rounds, load the new table, suspend, write back
+// control_switch.cpp): flush in rounds, load the new table, suspend, write back
 // (drop_caches on the suspended device) what came in after the flush,
 // resume; or, when that write-back takes too long, put the old table back
 // and try again. Only the new table differs: linear, writeboost over

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "wbkit/format.hpp"
-#include "words.hpp"
+#include "control/words.hpp"
 
 namespace wbkit {
 

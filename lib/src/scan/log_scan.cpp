@@ -11,8 +11,8 @@
 #include <mutex>
 #include <thread>
 
-#include "sector_index_builder.hpp"
-#include "segment_read.hpp"
+#include "scan/sector_index_builder.hpp"
+#include "scan/segment_read.hpp"
 #include "wbkit/crc32c.hpp"
 #include "wbkit/errors.hpp"
 

@@ -4,7 +4,7 @@
 #include <fmt/ostream.h>
 #include <functional>
 
-#include "report_json.hpp"
+#include "report/report_json.hpp"
 #include "wbkit/format.hpp"
 #include "wbkit/report.hpp"
 

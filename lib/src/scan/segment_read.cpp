@@ -1,4 +1,4 @@
-#include "segment_read.hpp"
+#include "scan/segment_read.hpp"
 
 #include <algorithm>
 

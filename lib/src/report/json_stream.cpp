@@ -1,4 +1,4 @@
-#include "json_stream.hpp"
+#include "report/json_stream.hpp"
 
 #include <cctype>
 

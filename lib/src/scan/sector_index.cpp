@@ -1,6 +1,6 @@
 // The sector index: the newest-wins rule over the gathered metablocks,
 // built in place in their memory and stored packed, 12 bytes an entry.
-#include "sector_index_builder.hpp"
+#include "scan/sector_index_builder.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <thread>
 
-#include "bucket_sort.hpp"
+#include "scan/bucket_sort.hpp"
 
 namespace wbkit {
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "segment_read.hpp"
+#include "scan/segment_read.hpp"
 #include "wbkit/crc32c.hpp"
 #include "wbkit/errors.hpp"
 

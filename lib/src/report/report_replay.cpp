@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include "json_stream.hpp"
-#include "report_json.hpp"
+#include "report/json_stream.hpp"
+#include "report/report_json.hpp"
 
 namespace wbkit {
 

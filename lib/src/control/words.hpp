@@ -1,6 +1,6 @@
 // Reading the kernel's text (dmsetup's tables and status lines, sysfs
 // files): words split on white space, and unsigned decimal numbers as the
-// kernel prints them. Shared by wb_status.cpp and control.cpp.
+// kernel prints them. Shared by wb_status.cpp and control_*.cpp.
 #pragma once
 
 #include <cstdint>

@@ -6,8 +6,8 @@
 #include <fmt/ostream.h>
 #include <iterator>
 
-#include "json_stream.hpp"
-#include "report_json.hpp"
+#include "report/json_stream.hpp"
+#include "report/report_json.hpp"
 
 namespace wbkit {
 
