@@ -2,6 +2,7 @@
 // device at boot.
 #include "wbkit/control.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <fmt/format.h>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "control/control_internal.hpp"
 #include "control/words.hpp"
 #include "wbkit/atomic_file.hpp"
+#include "wbkit/contract.hpp"
 
 namespace wbkit {
 
@@ -62,7 +64,9 @@ std::string writeboosttab_line(const std::string& name, const std::string& backi
 {
 	std::string options;
 	for (const auto& [key, value] : args) {
-		if (key == "write_around_mode" || key == "nr_read_cache_cells")
+		const auto row = std::find_if(std::begin(tunable_rows), std::end(tunable_rows),
+					      [&](const TunableRow& r) { return r.key == key; });
+		if (row != std::end(tunable_rows) && row->fixed)
 			throw UsageError(fmt::format("{}: writeboosttab's options are sent as messages after the "
 						     "device is created, and {} is fixed at construction",
 						     key, key));

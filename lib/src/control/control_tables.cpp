@@ -5,22 +5,9 @@
 #include <fmt/format.h>
 
 #include "control/words.hpp"
+#include "wbkit/contract.hpp"
 
 namespace wbkit {
-
-namespace {
-
-constexpr const char* known_table_keys[] = {
-	"writeback_threshold",
-	"nr_max_batched_writeback",
-	"update_sb_record_interval",
-	"sync_data_interval",
-	"read_cache_threshold",
-	"nr_read_cache_cells",
-	"write_around_mode",
-};
-
-} // namespace
 
 // ---------------------------------------------------------------------------
 // Table lines
@@ -91,12 +78,13 @@ std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<c
 		std::string key = word.substr(0, eq);
 		std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return char(std::tolower(c)); });
 		const std::string value = word.substr(eq + 1);
-		if (std::find(std::begin(known_table_keys), std::end(known_table_keys), key) == std::end(known_table_keys))
-			throw UsageError(fmt::format("table option '{}': unknown key (known: writeback_threshold, "
-						     "nr_max_batched_writeback, update_sb_record_interval, "
-						     "sync_data_interval, read_cache_threshold, nr_read_cache_cells, "
-						     "write_around_mode)",
-						     key));
+		if (std::none_of(std::begin(tunable_rows), std::end(tunable_rows),
+				 [&](const TunableRow& row) { return row.key == key; })) {
+			std::string known;
+			for (const TunableRow& row : tunable_rows)
+				known += fmt::format("{}{}", known.empty() ? "" : ", ", row.key);
+			throw UsageError(fmt::format("table option '{}': unknown key (known: {})", key, known));
+		}
 		if (!decimal(value))
 			throw UsageError(fmt::format("table option '{}': the value is not a decimal number: '{}'", key,
 						     value));
