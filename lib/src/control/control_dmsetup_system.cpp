@@ -74,10 +74,16 @@ void zero_cache_head(const std::string& path, bool exclusive)
 	const std::uint64_t size = device->size_bytes();
 	const std::uint64_t bytes = std::min<std::uint64_t>(size, cache_check_bytes);
 	AlignedBuffer zeros{std::size_t(bytes)};
+	// The superblock goes first, durably: the last MiB holds the headers of
+	// the ring's last slots, and zeroed alone (the magic still there after
+	// a power cut) they would leave a log with a gap, whose replay puts the
+	// older copies of those segments' blocks over the written-back ones.
 	device->write_exact(0, zeros.span());
-	if (size > bytes)
-		device->write_exact(size - bytes, zeros.span());
 	device->flush_or_throw();
+	if (size > bytes) {
+		device->write_exact(size - bytes, zeros.span());
+		device->flush_or_throw();
+	}
 }
 
 DmsetupSystem::DmsetupSystem(std::string program) : program_(find_program(program)) {}
