@@ -57,10 +57,15 @@ def test_target_page_documents_table_status_messages_and_dead_state(build_dir):
     text = render(page_path(build_dir, PAGES["dm-wbkit"]), 1000).stdout
     for heading in ("TABLE LINE", "STATUS", "MESSAGES", "DEAD STATE"):
         assert re.search(rf"^{heading}$", text, re.M), heading
-    # Every key the constructor and the message handler take.
+    # Every key the constructor and the message handler take: the table
+    # options are rows of the contract header, the messages strings in kmod/.
     source = "\n".join(p.read_text() for p in (ROOT / "kmod").glob("*.c"))
+    contract = (ROOT / "format" / "wbkit_contract.h").read_text()
     for key in ("writeback_threshold", "nr_max_batched_writeback", "update_sb_record_interval", "sync_data_interval",
-                "read_cache_threshold", "write_around_mode", "drop_caches", "clear_stat"):
+                "read_cache_threshold", "write_around_mode", "nr_read_cache_cells"):
+        assert re.search(rf"X\([A-Z_]+, {key},", contract), key
+        assert key in text, key
+    for key in ("drop_caches", "clear_stat"):
         assert f'"{key}"' in source, key
         assert key in text, key
 
