@@ -110,12 +110,10 @@ TEST(Contract, ManPageGivesEveryOptionItsRangeAndDefault)
 
 TEST(Contract, KmodReadmeAndManPageListTheErrorCountersInOrder)
 {
+	// fmt, not operator+: GCC 12 at -O3 reports a false -Wrestrict in the latter.
 	std::string names;
-	std::string man_names;
-	for (const ErrorCounterInfo& c : known_error_counters) {
-		names += (names.empty() ? "" : " ") + std::string(c.name);
-		man_names += (man_names.empty() ? "" : ",") + fmt::format("*{}*", c.name);
-	}
+	for (const ErrorCounterInfo& c : known_error_counters)
+		names += fmt::format("{}{}", names.empty() ? "" : " ", c.name);
 	const std::string readme = collapse_space(source_file("kmod/README.md"));
 	EXPECT_NE(readme.find(fmt::format("this order (names may be added at the end): `{}`", names)), std::string::npos)
 		<< "kmod/README.md does not list the error counters as: " << names;
