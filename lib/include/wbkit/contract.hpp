@@ -25,6 +25,15 @@ inline constexpr TunableRow tunable_rows[] = {
 #undef WBKIT_TUNABLE_ROW
 };
 
+// The row of a table option, or nullptr when no row has that key.
+constexpr const TunableRow* find_tunable_row(std::string_view key)
+{
+	for (const TunableRow& row : tunable_rows)
+		if (row.key == key)
+			return &row;
+	return nullptr;
+}
+
 // The row of a table option; a key no row has does not compile.
 consteval const TunableRow& tunable_row(std::string_view key)
 {

@@ -2,7 +2,6 @@
 // device at boot.
 #include "wbkit/control.hpp"
 
-#include <algorithm>
 #include <cerrno>
 #include <fmt/format.h>
 #include <fstream>
@@ -64,9 +63,8 @@ std::string writeboosttab_line(const std::string& name, const std::string& backi
 {
 	std::string options;
 	for (const auto& [key, value] : args) {
-		const auto row = std::find_if(std::begin(tunable_rows), std::end(tunable_rows),
-					      [&](const TunableRow& r) { return r.key == key; });
-		if (row != std::end(tunable_rows) && row->fixed)
+		const TunableRow* row = find_tunable_row(key);
+		if (row && row->fixed)
 			throw UsageError(fmt::format("{}: writeboosttab's options are sent as messages after the "
 						     "device is created, and {} is fixed at construction",
 						     key, key));

@@ -78,8 +78,7 @@ std::vector<std::pair<std::string, std::string>> parse_table_options(std::span<c
 		std::string key = word.substr(0, eq);
 		std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return char(std::tolower(c)); });
 		const std::string value = word.substr(eq + 1);
-		if (std::none_of(std::begin(tunable_rows), std::end(tunable_rows),
-				 [&](const TunableRow& row) { return row.key == key; })) {
+		if (!find_tunable_row(key)) {
 			std::string known;
 			for (const TunableRow& row : tunable_rows)
 				known += fmt::format("{}{}", known.empty() ? "" : ", ", row.key);
