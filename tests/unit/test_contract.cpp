@@ -89,8 +89,7 @@ TEST(Contract, KmodReadmeOptionTableHasEveryRowAsDefined)
 	int rows = 0;
 	while (std::getline(lines, line) && line.rfind("| `", 0) == 0) {
 		const std::string key = line.substr(3, line.find('`', 3) - 3);
-		EXPECT_TRUE(std::any_of(std::begin(tunable_rows), std::end(tunable_rows),
-					[&](const TunableRow& r) { return r.key == key; }))
+		EXPECT_TRUE(find_tunable_row(key))
 			<< "kmod/README.md documents an option the contract lacks: " << key;
 		++rows;
 	}

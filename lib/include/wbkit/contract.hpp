@@ -37,10 +37,10 @@ constexpr const TunableRow* find_tunable_row(std::string_view key)
 // The row of a table option; a key no row has does not compile.
 consteval const TunableRow& tunable_row(std::string_view key)
 {
-	for (const TunableRow& row : tunable_rows)
-		if (row.key == key)
-			return row;
-	throw "no table option of that name";
+	const TunableRow* row = find_tunable_row(key);
+	if (!row)
+		throw "no table option of that name";
+	return *row;
 }
 
 // What an error a counter counts does to the target.
