@@ -3,7 +3,9 @@
 // counters, as constexpr arrays for the library, the tools and the tests.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 #include "wbkit_contract.h"
@@ -25,22 +27,31 @@ inline constexpr TunableRow tunable_rows[] = {
 #undef WBKIT_TUNABLE_ROW
 };
 
+// The index of a table option's row, or std::size(tunable_rows) when no row
+// has that key. An index, not a pointer: GCC's ASan build does not take a
+// pointer's comparison with nullptr as a constant expression.
+constexpr std::size_t tunable_row_index(std::string_view key)
+{
+	std::size_t index = 0;
+	while (index < std::size(tunable_rows) && tunable_rows[index].key != key)
+		++index;
+	return index;
+}
+
 // The row of a table option, or nullptr when no row has that key.
 constexpr const TunableRow* find_tunable_row(std::string_view key)
 {
-	for (const TunableRow& row : tunable_rows)
-		if (row.key == key)
-			return &row;
-	return nullptr;
+	const std::size_t index = tunable_row_index(key);
+	return index < std::size(tunable_rows) ? &tunable_rows[index] : nullptr;
 }
 
 // The row of a table option; a key no row has does not compile.
 consteval const TunableRow& tunable_row(std::string_view key)
 {
-	const TunableRow* row = find_tunable_row(key);
-	if (!row)
+	const std::size_t index = tunable_row_index(key);
+	if (index >= std::size(tunable_rows))
 		throw "no table option of that name";
-	return *row;
+	return tunable_rows[index];
 }
 
 // What an error a counter counts does to the target.
