@@ -50,6 +50,23 @@ wb_has_upstream() {
 	[ -f /lib/modules-extra/upstream/dm-writeboost.ko ]
 }
 
+# wb_on_both_modules FN "UPSTREAM_ARGS" "WBKIT_ARGS": the same case on both
+# modules, upstream's first as the reference: FN UPSTREAM_ARGS upstream with
+# upstream's module loaded (when the initramfs has it; it is unloaded after),
+# then FN WBKIT_ARGS wbkit on dm-wbkit. The ARGS split on spaces.
+wb_on_both_modules() {
+	_both_fn=$1
+	if wb_has_upstream; then
+		wb_load_target upstream
+		# shellcheck disable=SC2086
+		$_both_fn $2 upstream
+		rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
+	fi
+	wb_load_target wbkit
+	# shellcheck disable=SC2086
+	$_both_fn $3 wbkit
+}
+
 # wb_dm_create <name> <table>: creates the device and its /dev/mapper node
 # (there is no udev).
 wb_dm_create() {

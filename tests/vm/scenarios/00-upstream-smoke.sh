@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# shows: the harness works: fio with crc32c verify through the upstream target
+#
 # Proves the harness end to end on the target we did not write: the upstream
 # dm-writeboost on fresh images, data through fio with checksums, a clean
 # remove. If this fails, later scenarios' failures say nothing about wbkit.

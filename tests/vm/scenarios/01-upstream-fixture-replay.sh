@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: the upstream target replays every committed upstream fixture to its
+#   recorded logical image
+#
 # The committed fixtures must still be what the upstream target makes of
 # them: a changed kernel, module or a damaged fixture shows up here before
 # it misleads the tests that trust fixtures/upstream/. Also the template for

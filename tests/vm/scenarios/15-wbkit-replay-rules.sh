@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# shows: a crafted cache: newest entry wins, partial newer keeps older
+#   sectors, clean entry obsoletes, stop at a bad checksum, superblock record;
+#   agrees with `wbreplay`
+#
 # dm-wbkit replay rules (docs/FORMAT.md, "Replay") on a crafted cache: the newest
 # entry wins per block; a newer partial entry keeps the older one's other
 # dirty sectors; a newer clean entry makes older dirty data obsolete; replay

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: suspend/resume, remove + re-create, power cut with writes in flight:
+#   every write before the last completed flush is there
+#
 # dm-wbkit persistence: data written through the target reads back after
 # suspend/resume, after remove + re-create (log replay), and after a power
 # cut with the target active (the guest powers off with writes in flight):

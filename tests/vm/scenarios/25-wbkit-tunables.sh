@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: constructor refusals, `sync_data_interval` across a power cut, the
+#   superblock record, threshold writeback, messages, table line
+#
 # dm-wbkit tunables and messages: constructor refusals with a readable
 # reason; sync_data_interval writes the RAM buffer without any flush request
 # (it survives a power cut); update_sb_record_interval writes

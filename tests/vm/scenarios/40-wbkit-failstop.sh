@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# shows: dm-flakey `error_writes` and `error` under the cache and the backing
+#   device: dead with the right cause, fast failures, frozen devices, removable,
+#   no hung task
+#
 # dm-wbkit fail-stop: I/O errors injected under the cache device (dm-flakey
 # error_writes, then a dm "error" table) and under the backing device (the
 # same two). Each time the target must go dead (for the whole backing device

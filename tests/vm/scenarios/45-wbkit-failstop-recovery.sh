@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: after a cache failure, `wbreplay` recovers the frozen images offline
+#   (skips without the tool)
+#
 # After a fail-stop, the frozen images are recoverable offline: dm-wbkit dies
 # when the cache device starts failing writes, and the host tool wbreplay
 # then brings every write acknowledged before the last completed flush home

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: `wbreplay` and the target replay the same power-cut cache to
+#   identical backing images (skips without the tool)
+#
 # Offline replay equals online replay: a dirty cache left by dm-wbkit (power
 # cut with writes in flight) is replayed onto a copy of the backing image by
 # the host tool wbreplay, and, from the same images, by the target in the VM

@@ -1,4 +1,11 @@
 #!/usr/bin/env bash
+# shows: a suspend while the periodic thread writes the superblock record to
+#   an 8 s cache device: its wait reports itself, no blocked-task report at a 2
+#   s hung-task timeout (the module before: three); a remove of a suspended
+#   device during `drop_caches` (24 batches at 1 s per backing write) returns at
+#   once, the message fails with `-ENODEV`, the next table replays every block
+#   (the module before: 45 s)
+#
 # Issue 57, item 6: the waits of suspend and remove.
 #
 # 1. postsuspend stops the periodic thread while it writes the superblock

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: dm-wbkit's dirty cache replayed by dm-writeboost and the reverse,
+#   identical content; then both modules loaded at once (dm-wbkit as `wbkit`)
+#
 # dm-wbkit / dm-writeboost interoperability: a cache written by dm-wbkit and
 # left dirty is replayed by the upstream target, which must present identical
 # content; then the reverse, a dirty cache written by upstream (partial

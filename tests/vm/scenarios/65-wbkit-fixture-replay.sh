@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: the committed upstream fixtures replayed by dm-wbkit match what
+#   upstream recorded
+#
 # dm-wbkit replays the committed upstream fixtures (fixtures/upstream/*:
 # caches written by dm-writeboost, incl. partial blocks, a wrapped log and a
 # superblock record) to the same logical content and log position that the

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# shows: ext4, a bit-flipped magic and unknown data refused and unchanged;
+#   read-only tables refused; a blank device formatted; backing write and read
+#   errors name operation and start sector
+#
 # The target formats only a cache device whose first and last MiB are all
 # zeros. A device holding anything else without the writeboost magic (a
 # file system on a mistyped path, a superblock with one flipped bit, unknown

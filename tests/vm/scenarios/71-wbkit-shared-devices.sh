@@ -1,4 +1,10 @@
 #!/usr/bin/env bash
+# shows: upstream first (it accepts a second device over a cache in use), then
+#   dm-wbkit: a second device over the cache, over the backing device, with them
+#   swapped, refused and named; a reload of the same device works, data intact;
+#   two `dmsetup create`s at once, five rounds, one succeeds each time (the
+#   module before: both)
+#
 # Issue 57, item 6: two mapped devices over one cache (or backing) device.
 #
 # dm opens a device for every table that names it, and nothing in dm stops

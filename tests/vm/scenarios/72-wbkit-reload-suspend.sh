@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+# shows: a suspended device stays byte-identical for 10 s while writeback had
+#   work, and resumes it; suspended, an explicit `drop_caches` writes back;
+#   option swap by reload; reload + resume during a workload with flushes;
+#   reload + clear writes nothing
+#
 # Suspend means quiet, and a reload is safe:
 # 1. suspend while writeback has work (threshold set after the writes, one
 #    segment per batch, a slow backing disk, superblock record every

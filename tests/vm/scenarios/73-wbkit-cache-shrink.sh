@@ -1,4 +1,11 @@
 #!/usr/bin/env bash
+# shows: a cache device shrunk under a first-lap log of dirty data (62 slots
+#   cut to 24) is refused untouched, with the reason; grown back every write
+#   reads back; written back and cut again still refused; zeroed first and last
+#   MiB it is formatted anew and reads the backing device's data. The module of
+#   845bb85 replayed the shrunk log and read wrong data for the segments past
+#   the new end
+#
 # Issue 57, item 4: a cache device shrunk under its log.
 #
 # A log in its first lap holds ids 1..n in slots 0..n-1. Cut the device

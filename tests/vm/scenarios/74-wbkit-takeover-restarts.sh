@@ -1,4 +1,12 @@
 #!/usr/bin/env bash
+# shows: every takeover fixture (fixtures/upstream, the crash-findings states
+#   with a torn rewrite or a segment lost in flight) on two copies: three
+#   constructions in a row, with no write and with fsynced writes between them;
+#   the first gives the fixture's expected data, each later one the same plus
+#   the writes. The module of 845bb85 refuses the second construction of the
+#   torn-rewrite state (no writes between): its first replay wrote the trust
+#   record over a log only another writer's rules accept
+#
 # Taking over a cache another writer left must hold across restarts (issue
 # 57, item 2). The first construction on such a log may read slots by the
 # rules for another writer's log only (a torn rewrite near the oldest slot,

@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+# shows: a wrapped upstream log with a superblock record and a damaged middle
+#   segment: construction refuses it and writes neither device; after `wbreplay
+#   --mark-clean --force`, writes, a power cut and replay again every flushed
+#   write is there, wbdump finds nothing, and wbreplay agrees byte for byte
+#
 # A log that stops in the middle (one damaged segment, valid ones after it)
 # is refused by dm-wbkit's construction, which then writes nothing: replaying
 # the part before the damage would drop acknowledged segments after it. The

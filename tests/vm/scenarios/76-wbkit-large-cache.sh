@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: a 300 GiB (sparse) cache formats, takes writes and replays; prints
+#   memory per cache block; a 64 MiB cache takes at most 10 MiB of vmalloc
+#
 # No size cap: a 300 GiB cache device (a sparse file; the guest gets the
 # RAM its metadata needs) is formatted, takes writes, and is replayed after
 # remove + re-create with every flushed write intact. kvmalloc refuses more

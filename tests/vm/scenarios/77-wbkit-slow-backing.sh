@@ -1,4 +1,11 @@
 #!/usr/bin/env bash
+# shows: dm-delay (3 s per write) under the backing device and the hung-task
+#   timeout at 2 s: writers waiting for writeback, the writeback thread and a
+#   `dmsetup remove` during a writeback batch (postsuspend waits for the batch
+#   before it stops the thread) raise no hung-task report (they did before;
+#   upstream's do: counted), the data reads back; reads of a block four writers
+#   overwrite in place keep going (read IOPS of both modules reported)
+#
 # Issue 24, item 8: waits that only a slow device ends.
 #
 # 1. A writer that needs the next slot waits for its writeback, and the

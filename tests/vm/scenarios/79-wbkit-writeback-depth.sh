@@ -1,4 +1,11 @@
 #!/usr/bin/env bash
+# shows: upstream, then dm-wbkit, over backing disks that qemu throttles to
+#   200 writes a second with blk-wbt on: the writes in flight on the backing
+#   disk sampled while `drop_caches` writes back 1,500 stamped blocks
+#   (dm-wbkit's must pass the throttling: more than twice upstream's depth), and
+#   while dm-wbkit writes back in the background under `writeback_threshold` (no
+#   deeper than upstream's); every write read back from the backing disk alone
+#
 # Issue 28: writeback that keeps the disk's queue full when someone waits.
 #
 # The backing queue's writeback throttling (blk-wbt, on by default for a

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: the status line parsed as upstream documents it, on upstream and on
+#   dm-wbkit (alive and dead)
+#
 # The status line reads with a parser that follows dm-writeboost's
 # documentation: 24 numeric fields (7 log values, 16 statistics, the
 # partial-flush count), then a count and exactly that many tokens as

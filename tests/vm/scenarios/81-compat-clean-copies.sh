@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+# shows: upstream, then dm-wbkit: written-back blocks keep serving reads
+#   (2-segment cache, newest of three segments read back, after `drop_caches`, a
+#   partial clean copy), equal counters, `nr_cur_batched_writeback` 0 fresh and
+#   1 after the wrap, replay over a clean copy
+#
 # Written-back blocks keep serving reads, and hits and misses are counted as
 # dm-writeboost counts them. Run on the upstream module first (the
 # reference), then on dm-wbkit, in one boot, each on a 2-segment cache with

@@ -1,4 +1,10 @@
 #!/usr/bin/env bash
+# shows: upstream, then dm-wbkit: `nr_cur_batched_writeback` shrinks to 1
+#   under writes, grows to `nr_max_batched_writeback` during an idle
+#   `drop_caches` and in background writeback (`writeback_threshold 100`) once
+#   the writes stop; `current_id` per fsync of 100 writes, with the bytes each
+#   writes to its cache device
+#
 # Adaptive writeback batching, shown in nr_cur_batched_writeback. Run on the
 # upstream module first (the reference), then on dm-wbkit, in one boot,
 # each on a 66-segment cache with writeback_threshold 0 and

@@ -1,4 +1,10 @@
 #!/usr/bin/env bash
+# shows: upstream, then dm-wbkit: random reads cached, sequential runs and
+#   partial reads not, a write cancels a staged cell, threshold by message;
+#   equal counters and blocks logged; the staged blocks are full-size hits after
+#   a re-create; after a write-around session over cached blocks dm-wbkit reads
+#   the new data (upstream's stale copy is reported)
+#
 # Read caching (read_cache_threshold, nr_read_cache_cells). Run on the
 # upstream module first (the reference), then on dm-wbkit, in one boot,
 # each with "4 read_cache_threshold 4 nr_read_cache_cells 8" over a backing

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# shows: upstream, then dm-wbkit: writes around the cache, reads through the
+#   read cache, a write drops the cached copy, the log rotates; a dirty log
+#   written back first (dm-wbkit)
+#
 # write_around_mode 1. Run on the upstream module first (the reference),
 # then on dm-wbkit, in one boot, each with "6 write_around_mode 1
 # read_cache_threshold 4 nr_read_cache_cells 8" on a fresh 2-segment cache

@@ -1,4 +1,10 @@
 #!/usr/bin/env bash
+# shows: Debian's `writeboost` script (the package's boot activation) starts
+#   dm-wbkit from a `writeboosttab`, autoloading it by its alias; its stop
+#   (suspend, `drop_caches` while suspended, remove, zero the cache's first 4
+#   KiB) leaves every write on the backing device; start again and the data is
+#   there
+#
 # Debian's `writeboost` package (boot activation from /etc/writeboosttab, made
 # for dm-writeboost-dkms) driving dm-wbkit: its own /sbin/writeboost script,
 # run the way its systemd unit runs it (ExecStart=/sbin/writeboost,

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# shows: a list of table lines upstream accepts, loaded on both: same `dmsetup
+#   table`, status layout and values
+#
 # Table lines dm-writeboost 2.2.17 accepts load on dm-wbkit with the same
 # meaning. Each line of the list below is loaded on the upstream module
 # (the reference), then on dm-wbkit, in one boot; compared per line:

@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+# shows: a partial overwrite written back and recorded survives a restart
+#   (upstream rolls it back: reported); one read-cache cell
+#   (`nr_read_cache_cells 1`) takes read misses; a wrapped log on a grown cache
+#   device is refused untouched
+#
 # Defects an outside review found, each reproduced before its fix:
 #
 # 1. A restart must not roll data back. Write 4 KiB of A to block 0, then

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# shows: crash states with a torn rewrite of the oldest slot, from both
+#   modules: dm-wbkit keeps every acknowledged write (upstream loses them:
+#   reported)
+#
 # A torn write into the oldest slot is a rewrite in progress, not the end of
 # the log (format/wbkit_format.h, wb_torn_rewrite_of_oldest). The crash states
 # of fixtures/crash-findings/*-torn-stale-header were cut while a segment was

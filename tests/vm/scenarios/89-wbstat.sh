@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+# shows: wbstat in the guest on an upstream device, then on a dm-wbkit device
+#   and a dead one: every JSON figure against the raw `dmsetup status` and
+#   `table` lines, the schema, the Prometheus output parses, `--interval` counts
+#   50 writes and the segments a `drop_caches` wrote back, the dead cause
+#
 # wbstat in the guest, on both modules in one boot: an upstream dm-writeboost
 # device, then a dm-wbkit device and a dead dm-wbkit device next to it. After
 # writes, flushes, read hits and misses, wbstat's JSON must say what the raw

@@ -1,4 +1,13 @@
 #!/usr/bin/env bash
+# shows: the seeded multi-threaded workload of `tests/vm/wbstress.c` over a
+#   grid of 9 tables (every option at its edges and in combination, dm-delay
+#   under the cache in some), with messages, `drop_caches` and suspend/resume
+#   during I/O; every read checked online against a model, the whole device
+#   after each remove and create; upstream first (its failures reported), `make
+#   test-stress` for three seeds; `make test-stress-faults` adds a backing
+#   region with failing reads (read through the target meanwhile: every EIO
+#   counted, the target live) and dm-delay under the cache device
+#
 # Differential option-space stress: one seeded workload (tests/vm/wbstress.c:
 # writes of 512 B to 64 KiB, whole and partial blocks, FUA and fsyncs, reads
 # of fresh and old data, concurrent readers of a small hot set while its

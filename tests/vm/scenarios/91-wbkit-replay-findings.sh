@@ -1,4 +1,13 @@
 #!/usr/bin/env bash
+# shows: upstream first, then dm-wbkit: one flipped byte in an old dirty
+#   segment of dm-wbkit's own wrapped log is refused (no device written; wbdump
+#   says log-refused, wbreplay refuses) instead of read as a torn rewrite; a
+#   superblock record beyond the log makes every copy distrusted (block reads
+#   the backing device's data, upstream reads the stale copy); a torn rewrite
+#   with nothing after it keeps the ids going (7, then 8 in its own slot; the
+#   module before the shared decision restarted at 1). The module before this
+#   change fails all three
+#
 # The three ways an outside review found the kernel's replay losing data,
 # each on the state that shows it, upstream's module first (the reference,
 # whose result is reported), then dm-wbkit, whose result is required. The

@@ -1,4 +1,10 @@
 #!/usr/bin/env bash
+# shows: every row of the fault table that dm-error slices, dm-flakey and
+#   dm-delay can isolate, upstream's module first (its results shown beside, its
+#   boot ends where its device can no longer be removed); then a long
+#   `drop_caches` over a dm-delay backing device gives way to a suspend within a
+#   second (100 ms per I/O) and to SIGKILL, and says what is left
+#
 # The fault table (kmod/README.md, dm-wbkit(4) FAULTS): every row that a
 # dm-error slice, dm-flakey or dm-delay can drive on its own, upstream's
 # module first (reported), then dm-wbkit (required). A read of data the

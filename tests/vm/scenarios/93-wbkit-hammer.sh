@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# shows: wbhammer: writers and readers on the same blocks of the open segment
+#   while RWF_DSYNC writes seal it, 4 guest CPUs on 2 host cores; online checks,
+#   after the storm and after a restart
+#
 # The lock drops of the write path, driven on purpose (tests/vm/wbhammer.c):
 # four writers and two readers on the same four blocks of the open segment,
 # so that writes copy into one block at once, reads wait for those copies,

@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+# shows: upstream's REPRO_150, upstream first: a 100 MiB direct-I/O sweep,
+#   three passes, threshold by message and by table; upstream's hits come from
+#   its threshold applying only after a generation of cells; dm-wbkit stages no
+#   sweep
+#
 # Upstream's REPRO_150 ("with device file"), upstream first, then dm-wbkit,
 # in one boot: a 100 MiB backing device full of random data, a 10 MiB
 # cache, table `2 write_around_mode 1`, then `dmsetup message wb 0

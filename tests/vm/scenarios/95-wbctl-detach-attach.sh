@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+# shows: upstream, then dm-wbkit: `wbctl create`, `detach`, `attach` and
+#   `flush` on a mounted ext4 that fio writes and verifies the whole time: no
+#   verify error, each command's stall under a second, a second device over the
+#   held backing device refused, the file system clean after a re-create
+#
 # wbctl on a mounted, busy ext4 (issue 36): a writeboost device over a
 # backing and a cache disk, ext4 on it, fio writing files with crc32c verify
 # (verify_backlog: every block it wrote is read back and checked while it

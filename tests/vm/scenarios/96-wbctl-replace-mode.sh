@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# shows: upstream, then dm-wbkit: `wbctl replace-cache` and `wbctl mode` on a
+#   mounted, busy ext4 under fio's verify: no verify error, the stalls bounded,
+#   every block and the file system intact after a restart
+#
 # wbctl replace-cache and mode on a mounted, busy ext4 (issue 36), as
 # scenario 95 runs detach and attach: a writeboost device over a backing and
 # a cache disk, ext4 on it, fio writing files with crc32c verify

@@ -1,4 +1,15 @@
 #!/usr/bin/env bash
+# shows: a block's older copy alone in the oldest segment, its newer one in a
+#   full segment: the move must not copy the superseded copy (the block reads
+#   its newest data live and after every replay, and the dirty count stays
+#   within the cache's blocks); fsync-heavy writes (two blocks a commit) wrap an
+#   8 MiB cache dozens of times: small segments move forward (`forward_counts`),
+#   every fsynced write reads back live, fio's verify holds with `O_DSYNC`
+#   writers racing the moves; the log left dirty passes `wbdump`, replays
+#   offline with `wbreplay`, and replays to the same data in upstream's module
+#   (dm-wbkit's without it); `drop_caches` leaves the backing device equal to
+#   the offline replay
+#
 # dm-wbkit moves small segments forward (kmod/README "Small segments move
 # forward"): an 8 MiB cache (15 segments) takes fsync-heavy writes, two
 # blocks per commit: first spread over a region four times its size, then

@@ -1,4 +1,12 @@
 #!/usr/bin/env bash
+# shows: a clean copy the cache device cannot read (8 s late, then dm-error)
+#   pins the slot the next segment reuses; 8 segments wait behind it and a
+#   read-cache injection waits on the bio worker: the fallback read runs on its
+#   own queue, so the cycle (worker waits for flusher, flusher for the pin, pin
+#   for the worker) cannot form; the read returns the backing device's data and
+#   the writes finish; both sliced waits report themselves (`slow_wait_secs=4`).
+#   The module before this change stopped the device with no hung-task report
+#
 # Issue 57, item 1: a cycle of sliced waits that the hung-task detector
 # cannot see, forced, and every such wait reporting itself.
 #

@@ -1,4 +1,13 @@
 #!/usr/bin/env bash
+# shows: the format rule over every common signature, each made by its own
+#   tool on the host (ext2/3/4, XFS, btrfs, f2fs, nilfs2, JFS, ReiserFS, ISO
+#   9660, swap, LUKS2, LVM2, MD 0.90/1.0/1.2, bcache, dm-writecache, GPT, DOS),
+#   data only in the last MiB and a `WBst` sector 0 that is no superblock: each
+#   refused with its name and left byte-identical, a zero device formatted, in
+#   one boot (one disk, a dm-linear slice each). The module before the total
+#   rule (845bb85) formatted f2fs, nilfs2, JFS, ReiserFS, ISO 9660, MD 0.90, MD
+#   1.0 and the last-MiB data, and replayed the bad `WBst`
+#
 # Issue 57, item 3: the format guard refuses every common signature, not
 # only those of a hand-kept list. A device is blank (formatted as a new
 # cache) only when its first and last MiB are zeros; a `WBst` sector 0 must
