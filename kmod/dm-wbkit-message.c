@@ -301,7 +301,88 @@ int writeboost_message(struct dm_target *ti, unsigned int argc, char **argv,
 }
 
 /*
- * Status (STATUSTYPE_INFO), dm-writeboost's layout:
+ * A number of the status line before its pairs (WB_STATUS_FIELD_ROWS in
+ * format/wbkit_contract.h): a row without a case here is a -Wswitch
+ * warning. stat counts bios by index write << 3 | hit << 2 | on_buffer << 1
+ * | fullsize.
+ */
+enum wb_status_field {
+#define WB_STATUS_FIELD_ENUM(e, name, count) WB_SF_##e,
+	WB_STATUS_FIELD_ROWS(WB_STATUS_FIELD_ENUM)
+#undef WB_STATUS_FIELD_ENUM
+	WB_SF_NR
+};
+
+static u64 wb_status_number(struct wb_device *wb, enum wb_status_field field,
+			    unsigned int i, u64 cur_id, u64 cursor)
+{
+	switch (field) {
+	case WB_SF_CURSOR_POS:
+		return cursor;
+	case WB_SF_NR_CACHE_BLOCKS:
+		return (u64)wb->nr_segments * WB_BLOCKS_PER_SEGMENT;
+	case WB_SF_NR_SEGMENTS:
+		return wb->nr_segments;
+	case WB_SF_CURRENT_ID:
+		return cur_id;
+	case WB_SF_LAST_FLUSHED_ID:
+		return READ_ONCE(wb->last_flushed_id);
+	case WB_SF_LAST_WRITEBACK_ID:
+		return READ_ONCE(wb->last_writeback_id);
+	case WB_SF_NR_DIRTY_CACHE_BLOCKS:
+		return READ_ONCE(wb->nr_dirty);
+	case WB_SF_STAT:
+		return atomic64_read(&wb->stat[i]);
+	case WB_SF_NR_PARTIAL_FLUSHED:
+		return atomic64_read(&wb->nr_partial_flushed);
+	case WB_SF_NR:
+		break;
+	}
+	return 0;
+}
+
+static const unsigned int wb_status_field_counts[] = {
+#define WB_STATUS_FIELD_COUNT(e, name, count) (count),
+	WB_STATUS_FIELD_ROWS(WB_STATUS_FIELD_COUNT)
+#undef WB_STATUS_FIELD_COUNT
+};
+
+/*
+ * The pairs: each key, and for a TUNABLE pair the table option whose value
+ * it shows (-1 for a STATE pair, whose value wb_status_state() gives).
+ */
+#define WB_STATUS_OPTION_TUNABLE(e) WB_T_##e
+#define WB_STATUS_OPTION_STATE(e) -1
+static const struct {
+	const char *key;
+	int option;
+} wb_status_pairs[] = {
+#define WB_STATUS_PAIR_DEF(e, key, kind, upstream) { #key, WB_STATUS_OPTION_##kind(e) },
+	WB_STATUS_PAIR_ROWS(WB_STATUS_PAIR_DEF)
+#undef WB_STATUS_PAIR_DEF
+};
+
+static_assert(ARRAY_SIZE(wb_status_field_counts) == WB_SF_NR);
+static_assert(ARRAY_SIZE(wb_status_pairs) == WB_STATUS_NR_PAIRS);
+
+static unsigned int wb_status_state(struct wb_device *wb,
+				    enum wb_status_pair_place pair)
+{
+	switch (pair) {
+	case WB_STATUS_PAIR_NR_CUR_BATCHED_WRITEBACK:
+		return READ_ONCE(wb->nr_cur_batched);
+	case WB_STATUS_PAIR_DEAD:
+		return wb_dead(wb) ? 1 : 0;
+	default:
+		/* A TUNABLE pair: wb_status_pairs names its option. */
+		WARN_ON_ONCE(1);
+		return 0;
+	}
+}
+
+/*
+ * Status (STATUSTYPE_INFO), dm-writeboost's layout, from the rows of
+ * format/wbkit_contract.h:
  *
  *   <cursor_pos> <nr_cache_blocks> <nr_segments> <current_id>
  *   <last_flushed_id> <last_writeback_id> <nr_dirty_cache_blocks>
@@ -314,7 +395,6 @@ int writeboost_message(struct dm_target *ti, unsigned int argc, char **argv,
  * tokens there), so a parser that trusts the count reads every token, and
  * every value is an integer, as upstream's are. Its cause is in the kernel
  * log and in the reply to the message dead_cause.
- * stat index = write << 3 | hit << 2 | on_buffer << 1 | fullsize.
  */
 void writeboost_status(struct dm_target *ti, status_type_t type,
 		       unsigned int status_flags, char *result,
@@ -323,6 +403,8 @@ void writeboost_status(struct dm_target *ti, status_type_t type,
 	struct wb_device *wb = ti->private;
 	struct wb_segment *cur = READ_ONCE(wb->cur);
 	unsigned int sz = 0, i;
+	enum wb_status_pair_place p;
+	enum wb_status_field f;
 	u64 cursor, cur_id;
 
 	switch (type) {
@@ -330,24 +412,19 @@ void writeboost_status(struct dm_target *ti, status_type_t type,
 		cur_id = cur ? cur->id : READ_ONCE(wb->last_sealed_id) + 1;
 		cursor = (u64)wb_id_to_slot(wb, cur_id) * WB_BLOCKS_PER_SEGMENT +
 			 (cur ? cur->length : 0);
-		DMEMIT("%llu %llu %llu %llu %llu %llu %llu",
-		       (unsigned long long)cursor,
-		       (unsigned long long)wb->nr_segments * WB_BLOCKS_PER_SEGMENT,
-		       (unsigned long long)wb->nr_segments,
-		       (unsigned long long)cur_id,
-		       (unsigned long long)READ_ONCE(wb->last_flushed_id),
-		       (unsigned long long)READ_ONCE(wb->last_writeback_id),
-		       (unsigned long long)READ_ONCE(wb->nr_dirty));
-		for (i = 0; i < WB_STATLEN; i++)
-			DMEMIT(" %lld", (long long)atomic64_read(&wb->stat[i]));
-		DMEMIT(" %lld", (long long)atomic64_read(&wb->nr_partial_flushed));
-		DMEMIT(" 12 writeback_threshold %u nr_cur_batched_writeback %u sync_data_interval %u update_sb_record_interval %u read_cache_threshold %u",
-		       READ_ONCE(wb->tunable[WB_T_WRITEBACK_THRESHOLD]),
-		       READ_ONCE(wb->nr_cur_batched),
-		       READ_ONCE(wb->tunable[WB_T_SYNC_DATA_INTERVAL]),
-		       READ_ONCE(wb->tunable[WB_T_UPDATE_SB_RECORD_INTERVAL]),
-		       READ_ONCE(wb->tunable[WB_T_READ_CACHE_THRESHOLD]));
-		DMEMIT(" dead %d", wb_dead(wb) ? 1 : 0);
+		for (f = 0; f < ARRAY_SIZE(wb_status_field_counts); f++)
+			for (i = 0; i < wb_status_field_counts[f]; i++)
+				DMEMIT("%s%llu", sz ? " " : "",
+				       (unsigned long long)wb_status_number(wb,
+						f, i, cur_id, cursor));
+		DMEMIT(" %u", 2 * WB_STATUS_NR_PAIRS);
+		for (p = 0; p < WB_STATUS_NR_PAIRS; p++) {
+			int option = wb_status_pairs[p].option;
+
+			DMEMIT(" %s %u", wb_status_pairs[p].key, option >= 0 ?
+			       READ_ONCE(wb->tunable[option]) :
+			       wb_status_state(wb, p));
+		}
 		break;
 
 	case STATUSTYPE_TABLE:

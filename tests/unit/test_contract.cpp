@@ -149,3 +149,159 @@ TEST(Contract, TheHeaderExpandsTheSameRowsInC)
 {
 	EXPECT_EQ(wbkit_contract_rows_in_c(), int(std::size(tunable_rows) * 100 + std::size(known_error_counters)));
 }
+
+// Every TUNABLE pair of the status line shows a table option; keys unique.
+TEST(Contract, StatusPairsOfKindTunableAreTableOptions)
+{
+	for (const StatusPairRow& pair : status_pair_rows) {
+		EXPECT_EQ(pair.kind == StatusPairKind::tunable, find_tunable_row(pair.key) != nullptr) << pair.key;
+		EXPECT_EQ(std::count_if(std::begin(status_pair_rows), std::end(status_pair_rows),
+					[&](const StatusPairRow& p) { return p.key == pair.key; }),
+			  1);
+	}
+}
+
+// The status line as the rows make it, numbered 1, 2, 3... in every place,
+// with or without the pairs upstream does not print: the parser puts each
+// number in the member of its row and tells the modules apart.
+TEST(Contract, AStatusLineMadeFromTheRowsParsesIntoTheirMembers)
+{
+	for (const bool with_wbkit_pairs : {false, true}) {
+		std::string line;
+		std::uint64_t next = 1;
+		for (const StatusFieldRow& row : status_field_rows)
+			for (unsigned i = 0; i < row.count; ++i)
+				line += fmt::format("{}{}", line.empty() ? "" : " ", next++);
+		std::string pairs;
+		unsigned tokens = 0;
+		for (const StatusPairRow& pair : status_pair_rows)
+			if (pair.upstream || with_wbkit_pairs) {
+				pairs += fmt::format(" {} {}", pair.key, pair.key == "dead" ? 0 : next++);
+				tokens += 2;
+			}
+		const WbStatus s = parse_wb_status(fmt::format("{} {}{}", line, tokens, pairs));
+		EXPECT_EQ(s.cursor_pos, 1U);
+		EXPECT_EQ(s.nr_dirty_cache_blocks, 7U);
+		EXPECT_EQ(s.stat[0], 8U);
+		EXPECT_EQ(s.stat[15], 23U);
+		EXPECT_EQ(s.nr_partial_flushed, 24U);
+		EXPECT_EQ(s.pairs.size(), tokens / 2);
+		EXPECT_EQ(s.pair("writeback_threshold"), 25U);
+		EXPECT_EQ(s.module(), with_wbkit_pairs ? TargetModule::dm_wbkit : TargetModule::dm_writeboost);
+		EXPECT_EQ(tokens, with_wbkit_pairs ? 2 * std::size(status_pair_rows) : 10U);
+	}
+}
+
+// kmod/README.md writes the status grammar out: its fields and pairs in the
+// rows' order, and the count dm-wbkit prints.
+TEST(Contract, KmodReadmeStatusGrammarFollowsTheRows)
+{
+	const std::string readme = source_file("kmod/README.md");
+	const std::size_t section = readme.find("\n## Status\n");
+	ASSERT_NE(section, std::string::npos);
+	const std::size_t begin = readme.find("```\n", section) + 4;
+	const std::string grammar = collapse_space(readme.substr(begin, readme.find("```", begin) - begin));
+	std::string expected;
+	for (const StatusFieldRow& row : status_field_rows)
+		expected += row.count == 1 ? fmt::format("<{}> ", row.name)
+					   : fmt::format("<{0} 0> ... <{0} {1}> ", row.name, row.count - 1);
+	expected += std::to_string(2 * std::size(status_pair_rows));
+	for (const StatusPairRow& pair : status_pair_rows)
+		expected += fmt::format(" {} {}", pair.key, pair.key == "dead" ? "<0|1>" : "<n>");
+	EXPECT_EQ(grammar, expected + " ");
+}
+
+namespace {
+
+// The counter names of a fault row's counters cell ("a, b", "a / b", "none").
+std::vector<std::string> fault_counters(std::string_view cell)
+{
+	std::vector<std::string> names;
+	std::string name;
+	for (char c : std::string(cell) + ",") {
+		if (c == ',' || c == '/' || c == ' ') {
+			if (!name.empty() && name != "none")
+				names.push_back(name);
+			name.clear();
+		} else {
+			name += c;
+		}
+	}
+	return names;
+}
+
+} // namespace
+
+// kmod/README.md's fault table is the rows: the same devices and operations
+// in order, the same counters and scenario rows, and "What happens" says
+// dead exactly where the row is DEAD.
+TEST(Contract, KmodReadmeFaultTableIsTheRows)
+{
+	const std::string readme = source_file("kmod/README.md");
+	const std::size_t header = readme.find("\n| Device, operation | What happens |");
+	ASSERT_NE(header, std::string::npos);
+	std::istringstream lines(readme.substr(header + 1));
+	std::string line;
+	std::getline(lines, line); // header
+	std::getline(lines, line); // |---|
+	std::vector<std::vector<std::string>> table;
+	while (std::getline(lines, line) && line.rfind("| ", 0) == 0) {
+		std::vector<std::string> cells;
+		std::size_t from = 2;
+		for (std::size_t bar; (bar = line.find(" | ", from)) != std::string::npos; from = bar + 3)
+			cells.push_back(line.substr(from, bar - from));
+		cells.push_back(line.substr(from, line.size() - from - 2));
+		table.push_back(cells);
+	}
+	ASSERT_EQ(table.size(), std::size(fault_rows));
+	for (std::size_t i = 0; i < table.size(); ++i) {
+		const FaultRow& row = fault_rows[i];
+		ASSERT_EQ(table[i].size(), 6U) << table[i][0];
+		EXPECT_EQ(table[i][0], fmt::format("{}, {}", row.device, row.operation));
+		EXPECT_EQ(table[i][1].rfind("dead", 0) == 0, row.effect == FaultEffect::dead) << table[i][0];
+		EXPECT_EQ(table[i][4], row.counters) << table[i][0];
+		EXPECT_EQ(table[i][5], row.scenario) << table[i][0];
+	}
+}
+
+// Each error counter's effect is what the fault rows that name it do, and
+// every counter is named by a row.
+TEST(Contract, ErrorCounterEffectsAgreeWithTheFaultTable)
+{
+	for (const ErrorCounterInfo& counter : known_error_counters) {
+		unsigned dead = 0, alive = 0;
+		for (const FaultRow& row : fault_rows) {
+			const auto names = fault_counters(row.counters);
+			if (std::find(names.begin(), names.end(), counter.name) == names.end())
+				continue;
+			(row.effect == FaultEffect::dead ? dead : alive)++;
+		}
+		EXPECT_GT(dead + alive, 0U) << counter.name << ": no fault row counts it";
+		const ErrorEffect expected = dead == 0 ? ErrorEffect::not_fatal
+					     : alive == 0 ? ErrorEffect::fatal
+							  : ErrorEffect::sometimes_fatal;
+		EXPECT_EQ(counter.effect, expected) << counter.name;
+	}
+	for (const FaultRow& row : fault_rows)
+		for (const std::string& name : fault_counters(row.counters))
+			EXPECT_NE(error_counter_effect(name), ErrorEffect::unknown) << row.operation << ": " << name;
+}
+
+// Every row key a fault row gives for scenario 92 is one the scenario reports.
+TEST(Contract, FaultRowsNameRowsOfTheFaultScenario)
+{
+	const std::string scenario = source_file("tests/vm/scenarios/92-fault-table.sh");
+	unsigned keys = 0;
+	for (const FaultRow& row : fault_rows) {
+		if (row.scenario.rfind("92 ", 0) != 0)
+			continue;
+		const std::regex key("`([a-z_]+)`");
+		const std::string cell(row.scenario);
+		for (auto it = std::sregex_iterator(cell.begin(), cell.end(), key); it != std::sregex_iterator(); ++it) {
+			++keys;
+			EXPECT_NE(scenario.find((*it)[1].str()), std::string::npos)
+				<< row.operation << ": 92-fault-table.sh has no row " << (*it)[1];
+		}
+	}
+	EXPECT_GE(keys, 12U);
+}

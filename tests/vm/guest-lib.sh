@@ -356,3 +356,184 @@ wb_load_program() {
 		wb_fail "cannot load the program from $1"
 	chmod +x "$2"
 }
+
+# The usual device of a scenario: dm "wb" (/dev/mapper/wb), the writeboost
+# target over the whole of /dev/vda (backing) with /dev/vdb as its cache.
+# wb_table [ARG...]: its table, the ARGs (e.g. 2 writeback_threshold 0)
+# after the two devices.
+wb_table() {
+	echo "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb${*:+ $*}"
+}
+
+# wb_start [ARG...]: creates wb with wb_table's table; WB_TABLE keeps it for
+# wb_recreate.
+wb_start() {
+	WB_TABLE=$(wb_table "$@")
+	wb_dm_create wb "$WB_TABLE"
+}
+
+# wb_recreate [KEY]: removes wb and creates it again with the same table
+# (wb_start's), so the target replays its log; with KEY, reports the status
+# after the replay as KEY.
+wb_recreate() {
+	$DMSETUP remove wb || wb_fail "remove failed"
+	wb_dm_create wb "$WB_TABLE"
+	[ -z "${1:-}" ] || wb_report "$1" "$(wb_dm_status wb)"
+}
+
+# wb_drop_caches_remove [KEY]: writes everything back (drop_caches), reports
+# the status then as KEY when given, and removes wb: from then on the backing
+# device alone holds the data.
+wb_drop_caches_remove() {
+	$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
+	[ -z "${1:-}" ] || wb_report "$1" "$(wb_dm_status wb)"
+	$DMSETUP remove wb || wb_fail "remove failed"
+}
+
+# wb_swappable_disks: dm devices backd and cached, linear over the whole of
+# /dev/vda and /dev/vdb, for a target over them whose backing or cache
+# device a case then makes slow or failing by loading another table
+# (dm-delay, dm-flakey, error). Sets LB and LC, the disks' sizes in sectors.
+wb_swappable_disks() {
+	LB=$(wb_sectors /dev/vda)
+	LC=$(wb_sectors /dev/vdb)
+	wb_dm_create backd "0 $LB linear /dev/vda 0"
+	wb_dm_create cached "0 $LC linear /dev/vdb 0"
+}
+
+# wb_swap_table <name> <table>: the device's new table takes effect at once
+# (load, then resume, which suspends it around the swap).
+wb_swap_table() {
+	{ $DMSETUP load "$1" --table "$2" && $DMSETUP resume "$1"; } || wb_fail "cannot swap $1"
+}
+
+# wb_log_mark <text>: a line "wbscenario: <text>" in the kernel log, where
+# wb_log_since starts reading. (Never dmesg -c: the harness reads the whole
+# log for warnings.)
+wb_log_mark() {
+	echo "wbscenario: $1" >/dev/kmsg
+}
+
+# wb_log_since <text>: the kernel log from wb_log_mark <text> on.
+wb_log_since() {
+	dmesg | sed -n "/wbscenario: $1\$/,\$p"
+}
+
+# wb_unload_target upstream|wbkit: rmmods the module wb_load_target loaded
+# (its devices removed first), so that the other one may load.
+wb_unload_target() {
+	case "$1" in
+	upstream) _wb_mod=dm_writeboost ;;
+	wbkit) _wb_mod=dm_wbkit ;;
+	*) wb_fail "unknown target module $1" ;;
+	esac
+	rmmod $_wb_mod || wb_fail "rmmod $_wb_mod failed"
+}
+
+# wb_load_both_targets: upstream's module (when the initramfs has it) as the
+# target writeboost, and dm-wbkit beside it as the target wbkit, so that a
+# case runs on both in one boot without unloading either (wb_on_both_targets).
+wb_load_both_targets() {
+	if wb_has_upstream; then
+		wb_load_target upstream
+	fi
+	wb_load_target wbkit target_name=wbkit
+}
+
+# wb_on_both_targets FN "UPSTREAM_ARGS" "WBKIT_ARGS": after
+# wb_load_both_targets, FN UPSTREAM_ARGS writeboost on upstream's target
+# (when its module is there: the reference first), then FN WBKIT_ARGS wbkit on
+# dm-wbkit's; the last argument is the target type for FN's tables. The ARGS
+# split on spaces.
+wb_on_both_targets() {
+	if wb_has_upstream; then
+		# shellcheck disable=SC2086
+		$1 $2 writeboost
+	fi
+	# shellcheck disable=SC2086
+	$1 $3 wbkit
+}
+
+WBCTL=/usr/local/bin/wbctl
+
+# wb_wbctl <tag> <what> <wbctl arguments...>: runs wbctl, its output kept in
+# /tmp/<what>.<tag> and shown as "<tag> <what>: " lines; when wbctl fails,
+# the scenario fails after its output.
+wb_wbctl() {
+	_wbctl_tag=$1 _wbctl_out=/tmp/$2.$1 _wbctl_what=$2
+	shift 2
+	$WBCTL "$@" >"$_wbctl_out" 2>&1 || { cat "$_wbctl_out"; wb_fail "$_wbctl_tag: wbctl $* failed"; }
+	sed "s/^/$_wbctl_tag $_wbctl_what: /" "$_wbctl_out"
+}
+
+# wb_wbctl_stall <tag> <what> <wbctl arguments...>: wb_wbctl, then the time
+# wbctl held I/O reported as <tag>_<what>_stall_ms (wb_report_stall).
+wb_wbctl_stall() {
+	wb_wbctl "$@"
+	wb_report_stall "$1_$2" "/tmp/$2.$1"
+}
+
+# wb_busy_ext4_mkfs <tag>: a new ext4 on /dev/mapper/wb, mounted at /mnt
+# (the script has loaded ext4 and made /mnt), and wb_busy_ext4_start <tag>'s
+# fio busy on it.
+wb_busy_ext4_mkfs() {
+	/sbin/mkfs.ext4 -q -F -b 4096 -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 /dev/mapper/wb ||
+		wb_fail "$1: mkfs.ext4 failed"
+	mount -t ext4 -o noinit_itable /dev/mapper/wb /mnt || wb_fail "$1: mount failed"
+	wb_busy_ext4_start "$1"
+}
+
+# wb_busy_ext4_running <tag> <what>: fails the scenario, after fio's output
+# so far, when wb_busy_ext4_start's fio has stopped (during <what>).
+wb_busy_ext4_running() {
+	kill -0 "$WB_FIO_PID" 2>/dev/null || { cat "/tmp/fio.$1"; wb_fail "$1: fio stopped during $2"; }
+}
+
+# wb_try_create <key> <name> <table>: creates the device if the kernel takes
+# the table, and reports <key>=created (its /dev/mapper node made) or
+# <key>=refused (dmsetup's complaint in /tmp/create.err): for the cases
+# where a refusal is the expected outcome.
+wb_try_create() {
+	if $DMSETUP create "$2" --table "$3" 2>/tmp/create.err; then
+		$DMSETUP mknodes "$2"
+		wb_report "$1" created
+	else
+		wb_report "$1" refused
+	fi
+}
+
+# wb_log_says <key> <text>: reports <key>=ok when the kernel log has <text>
+# (a refusal's reason, say), else <key>=missing; shows the log's last
+# writeboost lines either way.
+wb_log_says() {
+	if dmesg | grep -q "$2"; then
+		wb_report "$1" ok
+	else
+		wb_report "$1" missing
+	fi
+	dmesg | grep writeboost | tail -3
+}
+
+# wb_phase <tag> <name> <command...>: runs the command on wb with the
+# statistics cleared and reports what it did: the 16 counters (wb_counters)
+# as <name>_<tag> and the blocks logged (cursor advance) as
+# <name>_logged_<tag>, read a second after it (read caching injects the
+# staged blocks in the background once the cells are used).
+wb_phase() {
+	_phase_tag=$1 _phase_name=$2
+	shift 2
+	$DMSETUP message wb 0 clear_stat
+	_phase_cursor=$(wb_status_field 1)
+	"$@"
+	sleep 1
+	wb_report "${_phase_name}_$_phase_tag" "$(wb_counters wb)"
+	wb_report "${_phase_name}_logged_$_phase_tag" "$(($(wb_status_field 1) - _phase_cursor))"
+}
+
+# wb_read_twice <block>...: wb_read_blocks, a second for read caching to
+# inject what it staged, and the same reads again.
+wb_read_twice() {
+	wb_read_blocks "$@"
+	sleep 1
+	wb_read_blocks "$@"
+}

@@ -1,6 +1,7 @@
 // The runtime contract of the writeboost target (format/wbkit_contract.h),
-// the same rows the kernel target expands: its table options and its error
-// counters, as constexpr arrays for the library, the tools and the tests.
+// the same rows the kernel target expands: its table options, its status
+// line and its error counters, as constexpr arrays for the library, the
+// tools and the tests.
 #pragma once
 
 #include <cstddef>
@@ -54,6 +55,53 @@ consteval const TunableRow& tunable_row(std::string_view key)
 	return tunable_rows[index];
 }
 
+// The numbers of the status line before its pairs, in order: count numbers
+// each (the 16 stat counters are one row).
+struct StatusFieldRow {
+	std::string_view name;
+	unsigned count;
+};
+
+inline constexpr StatusFieldRow status_field_rows[] = {
+#define WBKIT_STATUS_FIELD_ROW(e, name, count) {#name, count},
+	WB_STATUS_FIELD_ROWS(WBKIT_STATUS_FIELD_ROW)
+#undef WBKIT_STATUS_FIELD_ROW
+};
+
+// A pair of the status line: a table option's current value, or a figure of
+// the target's state.
+enum class StatusPairKind {
+	tunable,
+	state,
+};
+
+struct StatusPairRow {
+	std::string_view key;
+	StatusPairKind kind;
+	bool upstream; // dm-writeboost prints it too
+};
+
+namespace contract_detail {
+inline constexpr StatusPairKind TUNABLE = StatusPairKind::tunable;
+inline constexpr StatusPairKind STATE = StatusPairKind::state;
+} // namespace contract_detail
+
+// The pairs dm-wbkit prints, in its order; upstream's come first.
+inline constexpr StatusPairRow status_pair_rows[] = {
+#define WBKIT_STATUS_PAIR_ROW(e, key, kind, upstream) {#key, contract_detail::kind, (upstream) != 0},
+	WB_STATUS_PAIR_ROWS(WBKIT_STATUS_PAIR_ROW)
+#undef WBKIT_STATUS_PAIR_ROW
+};
+
+// Whether the status line carries a table option's current value.
+constexpr bool status_shows_tunable(std::string_view key)
+{
+	for (const StatusPairRow& row : status_pair_rows)
+		if (row.kind == StatusPairKind::tunable && row.key == key)
+			return true;
+	return false;
+}
+
 // What an error a counter counts does to the target.
 enum class ErrorEffect {
 	not_fatal,       // fails one request at most, or is retried
@@ -78,6 +126,41 @@ inline constexpr ErrorCounterInfo known_error_counters[] = {
 #define WBKIT_ERROR_COUNTER_ROW(e, name, effect) {#name, contract_detail::effect},
 	WB_ERROR_COUNTER_ROWS(WBKIT_ERROR_COUNTER_ROW)
 #undef WBKIT_ERROR_COUNTER_ROW
+};
+
+// What an I/O error of one device and operation does (the fault table).
+enum class FaultEffect {
+	fails_request,    // that bio fails, the target goes on
+	served_elsewhere, // the read is served from the backing device's copy
+	dead,             // fail-stop
+	resume_fails,     // the resume fails, the target stays alive
+	retried,          // sent again as long as it lasts
+	nothing,
+};
+
+namespace contract_detail {
+inline constexpr FaultEffect FAILS_REQUEST = FaultEffect::fails_request;
+inline constexpr FaultEffect SERVED_ELSEWHERE = FaultEffect::served_elsewhere;
+inline constexpr FaultEffect DEAD = FaultEffect::dead;
+inline constexpr FaultEffect RESUME_FAILS = FaultEffect::resume_fails;
+inline constexpr FaultEffect RETRIED = FaultEffect::retried;
+inline constexpr FaultEffect NOTHING = FaultEffect::nothing;
+} // namespace contract_detail
+
+struct FaultRow {
+	std::string_view device;
+	std::string_view operation;
+	FaultEffect effect;
+	std::string_view counters; // "a, b"; "a / b": the operation says which; "none"
+	std::string_view scenario; // where a VM scenario drives it
+};
+
+// The fault table, in kmod/README.md's order.
+inline constexpr FaultRow fault_rows[] = {
+#define WBKIT_FAULT_ROW(e, device, operation, effect, counters, scenario) \
+	{device, operation, contract_detail::effect, counters, scenario},
+	WB_FAULT_ROWS(WBKIT_FAULT_ROW)
+#undef WBKIT_FAULT_ROW
 };
 
 } // namespace wbkit

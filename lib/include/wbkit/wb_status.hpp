@@ -3,7 +3,8 @@
 // dm-writeboost 2.2.17 and of dm-wbkit, parsed, and the figures a person
 // or a monitoring system wants from them (wbstat).
 //
-// The status grammar both modules print (kmod/README.md, dm-wbkit(4)):
+// The status grammar both modules print (kmod/README.md, dm-wbkit(4); the
+// rows of format/wbkit_contract.h define it once):
 //
 //   cursor_pos nr_cache_blocks nr_segments current_id last_flushed_id
 //   last_writeback_id nr_dirty_cache_blocks stat0 ... stat15 nr_partial_flushed
@@ -53,17 +54,24 @@ inline constexpr unsigned stat_on_buffer = 2;
 inline constexpr unsigned stat_fullsize = 1;
 inline constexpr unsigned stat_count = 16;
 
-// One status line, field by field, in the kernel's order.
+namespace status_detail {
+// A row of count numbers is one number, or an array of them.
+template <unsigned count>
+struct Numbers {
+	using type = std::array<std::uint64_t, count>;
+};
+template <>
+struct Numbers<1> {
+	using type = std::uint64_t;
+};
+} // namespace status_detail
+
+// One status line, field by field, in the kernel's order: a member for each
+// row of WB_STATUS_FIELD_ROWS (format/wbkit_contract.h), named as the row.
 struct WbStatus {
-	std::uint64_t cursor_pos = 0;
-	std::uint64_t nr_cache_blocks = 0;
-	std::uint64_t nr_segments = 0;
-	std::uint64_t current_id = 0;
-	std::uint64_t last_flushed_id = 0;
-	std::uint64_t last_writeback_id = 0;
-	std::uint64_t nr_dirty_cache_blocks = 0;
-	std::array<std::uint64_t, stat_count> stat{};
-	std::uint64_t nr_partial_flushed = 0;
+#define WBKIT_STATUS_MEMBER(e, name, count) status_detail::Numbers<count>::type name{};
+	WB_STATUS_FIELD_ROWS(WBKIT_STATUS_MEMBER)
+#undef WBKIT_STATUS_MEMBER
 	// The counted key/value pairs, in the order printed (keys as printed).
 	std::vector<std::pair<std::string, std::uint64_t>> pairs;
 
@@ -156,8 +164,9 @@ struct WbErrorSummary {
 	std::vector<std::pair<std::string, std::uint64_t>> nonzero;
 	// Nonzero counters whose errors are all fatal (ErrorEffect::fatal).
 	std::vector<std::pair<std::string, std::uint64_t>> fatal;
-	// Nonzero counters whose errors may have been fatal: backing_write, and
-	// cache_read beyond the clean copies served from the backing device.
+	// Nonzero counters whose errors may have been fatal (sometimes_fatal):
+	// backing_write, backing_flush, and cache_read beyond the clean copies
+	// served from the backing device.
 	std::vector<std::pair<std::string, std::uint64_t>> maybe_fatal;
 };
 
@@ -249,12 +258,5 @@ struct WbRates {
 
 // nullopt when the two are not the same target (name, start, geometry).
 std::optional<WbRates> wb_rates(const WbDevice& before, const WbDevice& after, double seconds);
-
-// The table's tunables that the status does not carry, with the defaults
-// both modules use when the table line does not give them.
-inline constexpr std::uint64_t default_nr_max_batched_writeback =
-	tunable_row("nr_max_batched_writeback").default_value;
-inline constexpr std::uint64_t default_nr_read_cache_cells = tunable_row("nr_read_cache_cells").default_value;
-inline constexpr std::uint64_t default_write_around_mode = tunable_row("write_around_mode").default_value;
 
 } // namespace wbkit

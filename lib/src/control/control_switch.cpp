@@ -313,10 +313,15 @@ SwitchResult detach(System& system, const std::string& name, const SwitchOptions
 std::vector<std::pair<std::string, std::string>> live_table_args(const WbTarget& target)
 {
 	std::vector<std::pair<std::string, std::string>> args = target.table.args;
-	for (const char* key : {"writeback_threshold", "sync_data_interval", "update_sb_record_interval",
-				"read_cache_threshold"}) {
+	// The options a message may have changed since the table was loaded:
+	// those the status line shows (format/wbkit_contract.h).
+	for (const StatusPairRow& row : status_pair_rows) {
+		if (row.kind != StatusPairKind::tunable)
+			continue;
+		const std::string_view key = row.key;
 		const auto running = target.status.pair(key);
-		if (!running || *running == target.table.arg(key).value_or(0))
+		const TunableRow* option = find_tunable_row(key); // every TUNABLE pair has one: test_contract
+		if (!running || *running == target.table.arg(key).value_or(option ? option->default_value : 0))
 			continue;
 		const std::string value = std::to_string(*running);
 		bool written = false;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <type_traits>
 #include <fmt/format.h>
 
 #include "wbkit/format.hpp"
@@ -13,12 +14,8 @@ namespace wbkit {
 
 namespace {
 
-constexpr std::size_t fixed_status_fields = 24;
-
-constexpr const char* fixed_field_names[fixed_status_fields] = {
-	"cursor_pos", "nr_cache_blocks", "nr_segments", "current_id", "last_flushed_id", "last_writeback_id",
-	"nr_dirty_cache_blocks", "stat0", "stat1", "stat2", "stat3", "stat4", "stat5", "stat6", "stat7", "stat8",
-	"stat9", "stat10", "stat11", "stat12", "stat13", "stat14", "stat15", "nr_partial_flushed"};
+constexpr std::size_t fixed_status_fields = WB_STATUS_NR_NUMBERS;
+static_assert(std::tuple_size_v<decltype(WbStatus::stat)> == stat_count);
 
 // What a constructor reads as a number (the kernel's kstrtouint: an optional
 // '+', then decimal digits).
@@ -89,40 +86,43 @@ WbStatus parse_wb_status(std::string_view params)
 {
 	const auto tokens = words_of(params);
 	if (tokens.size() < fixed_status_fields + 1)
-		throw StatusFormatError(fmt::format("a writeboost status has at least {} fields (24 numbers and a count), "
+		throw StatusFormatError(fmt::format("a writeboost status has at least {} fields ({} numbers and a count), "
 						    "this one has {}",
-						    fixed_status_fields + 1, tokens.size()));
-	std::uint64_t fixed[fixed_status_fields];
-	for (std::size_t i = 0; i < fixed_status_fields; ++i) {
-		auto value = decimal(tokens[i]);
-		if (!value)
-			throw StatusFormatError(fmt::format("field {} ({}) is not a number: '{}'", i + 1,
-							    fixed_field_names[i], shown(tokens[i])));
-		fixed[i] = *value;
-	}
+						    fixed_status_fields + 1, fixed_status_fields, tokens.size()));
 	WbStatus s;
-	s.cursor_pos = fixed[0];
-	s.nr_cache_blocks = fixed[1];
-	s.nr_segments = fixed[2];
-	s.current_id = fixed[3];
-	s.last_flushed_id = fixed[4];
-	s.last_writeback_id = fixed[5];
-	s.nr_dirty_cache_blocks = fixed[6];
-	for (unsigned i = 0; i < stat_count; ++i)
-		s.stat[i] = fixed[7 + i];
-	s.nr_partial_flushed = fixed[23];
+	std::size_t at = 0;
+	// The field's name in a message: the row's, with the index in a row of several.
+	const auto number = [&](std::string_view name, std::optional<std::size_t> index) {
+		auto value = decimal(tokens[at]);
+		if (!value)
+			throw StatusFormatError(fmt::format("field {} ({}{}) is not a number: '{}'", at + 1, name,
+							    index ? std::to_string(*index) : "", shown(tokens[at])));
+		++at;
+		return *value;
+	};
+	const auto read_row = [&](auto& member, std::string_view name) {
+		if constexpr (std::is_same_v<std::remove_reference_t<decltype(member)>, std::uint64_t>) {
+			member = number(name, std::nullopt);
+		} else {
+			for (std::size_t i = 0; i < member.size(); ++i)
+				member[i] = number(name, i);
+		}
+	};
+#define WBKIT_READ_STATUS_ROW(e, name, count) read_row(s.name, #name);
+	WB_STATUS_FIELD_ROWS(WBKIT_READ_STATUS_ROW)
+#undef WBKIT_READ_STATUS_ROW
 
-	auto count = decimal(tokens[24]);
+	auto count = decimal(tokens[at]);
 	if (!count)
-		throw StatusFormatError(fmt::format("field 25 (the count of key/value tokens) is not a number: '{}'",
-						    shown(tokens[24])));
+		throw StatusFormatError(fmt::format("field {} (the count of key/value tokens) is not a number: '{}'",
+						    at + 1, shown(tokens[at])));
 	if (*count % 2)
 		throw StatusFormatError(fmt::format("the count of key/value tokens is odd: {}", *count));
-	const std::size_t following = tokens.size() - 25;
+	const std::size_t following = tokens.size() - at - 1;
 	if (*count != following)
 		throw StatusFormatError(
 			fmt::format("the count says {} key/value tokens, but {} follow it", *count, following));
-	for (std::size_t i = 25; i < tokens.size(); i += 2) {
+	for (std::size_t i = at + 1; i < tokens.size(); i += 2) {
 		const std::string_view key = tokens[i];
 		if (decimal(key))
 			throw StatusFormatError(fmt::format("a key/value pair starts with a number, not a key: '{}'", key));
@@ -376,15 +376,23 @@ WbErrorSummary error_summary(const WbErrorCounts& counts)
 		if (value == 0)
 			continue;
 		s.nonzero.emplace_back(name, value);
-		if (error_counter_effect(name) == ErrorEffect::fatal)
+		switch (error_counter_effect(name)) {
+		case ErrorEffect::fatal:
 			s.fatal.emplace_back(name, value);
+			break;
+		case ErrorEffect::sometimes_fatal:
+			// A clean copy the cache device could not read counts in
+			// cache_read too; served from the backing device, it was not fatal.
+			if (name != "cache_read")
+				s.maybe_fatal.emplace_back(name, value);
+			else if (value > get("cache_read_fallback"))
+				s.maybe_fatal.emplace_back(name, value - get("cache_read_fallback"));
+			break;
+		case ErrorEffect::not_fatal:
+		case ErrorEffect::unknown:
+			break;
+		}
 	}
-	if (get("backing_write"))
-		s.maybe_fatal.emplace_back("backing_write", get("backing_write"));
-	// A clean copy the cache device could not read counts in cache_read too;
-	// served from the backing device, it was not fatal.
-	if (get("cache_read") > get("cache_read_fallback"))
-		s.maybe_fatal.emplace_back("cache_read", get("cache_read") - get("cache_read_fallback"));
 	return s;
 }
 

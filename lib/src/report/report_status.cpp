@@ -22,18 +22,34 @@ ojson optional_json(const std::optional<T>& value)
 	return value ? ojson(*value) : ojson(nullptr);
 }
 
-// The tunables the status carries (current values), then those only the
-// table has (upstream's table shows what the table line said; a later
-// message is not shown).
-constexpr const char* status_tunables[] = {"writeback_threshold", "nr_cur_batched_writeback", "sync_data_interval",
-					   "update_sb_record_interval", "read_cache_threshold"};
+// The tunables the status carries (current values: upstream's pairs, the
+// last batch's size among them), then those only the table has (upstream's
+// table shows what the table line said; a later message is not shown), with
+// the defaults both modules use when the table line does not give them.
+// Both from the rows of format/wbkit_contract.h.
+std::vector<std::string_view> status_keys_of_upstream()
+{
+	std::vector<std::string_view> keys;
+	for (const StatusPairRow& row : status_pair_rows)
+		if (row.upstream)
+			keys.push_back(row.key);
+	return keys;
+}
+const std::vector<std::string_view> status_tunables = status_keys_of_upstream();
+
 struct TableTunable {
-	const char* key;
+	std::string_view key;
 	std::uint64_t fallback;
 };
-constexpr TableTunable table_tunables[] = {{"nr_max_batched_writeback", default_nr_max_batched_writeback},
-					   {"nr_read_cache_cells", default_nr_read_cache_cells},
-					   {"write_around_mode", default_write_around_mode}};
+std::vector<TableTunable> table_only_tunables()
+{
+	std::vector<TableTunable> rows;
+	for (const TunableRow& row : tunable_rows)
+		if (!status_shows_tunable(row.key))
+			rows.push_back({row.key, row.default_value});
+	return rows;
+}
+const std::vector<TableTunable> table_tunables = table_only_tunables();
 
 std::optional<std::uint64_t> table_tunable(const WbDevice& d, const TableTunable& t)
 {
@@ -124,10 +140,10 @@ ojson device_json(const WbDevice& d, const std::optional<WbRates>* rates)
 		table = {{"backing", d.table->backing}, {"cache", d.table->cache}, {"args", args}};
 	}
 	ojson tunables = ojson::object();
-	for (const char* key : status_tunables)
-		tunables[key] = optional_json(s.pair(key));
+	for (std::string_view key : status_tunables)
+		tunables[std::string(key)] = optional_json(s.pair(key));
 	for (const TableTunable& t : table_tunables)
-		tunables[t.key] = optional_json(table_tunable(d, t));
+		tunables[std::string(t.key)] = optional_json(table_tunable(d, t));
 	return {
 		{"name", d.name},
 		{"start", d.start},
@@ -315,8 +331,8 @@ void print_status(std::ostream& out, const StatusReport& report)
 		fmt::print(out, "  partial    {} segment(s) written before they were full (flushes)\n",
 			   s.nr_partial_flushed);
 		std::string tunables;
-		for (const char* key : status_tunables)
-			if (auto v = s.pair(key); v && std::string_view(key) != "nr_cur_batched_writeback")
+		for (std::string_view key : status_tunables)
+			if (auto v = s.pair(key); v && status_shows_tunable(key))
 				tunables += fmt::format("{}{} {}", tunables.empty() ? "" : ", ", key, *v);
 		for (const TableTunable& t : table_tunables)
 			if (auto v = table_tunable(d, t))
@@ -443,8 +459,8 @@ void write_status_prometheus(std::ostream& out, const StatusReport& report)
 	     "nr_read_cache_cells and write_around_mode.");
 	for (std::size_t i = 0; i < report.devices.size(); ++i) {
 		const WbDevice& d = report.devices[i];
-		for (const char* key : status_tunables)
-			if (auto v = d.status.pair(key); v && std::string_view(key) != "nr_cur_batched_writeback")
+		for (std::string_view key : status_tunables)
+			if (auto v = d.status.pair(key); v && status_shows_tunable(key))
 				fmt::print(out, "writeboost_tunable{{{},key=\"{}\"}} {}\n", base(i), key, *v);
 		for (const TableTunable& t : table_tunables)
 			if (auto v = table_tunable(d, t))

@@ -4,21 +4,16 @@
 # Proves the harness end to end on the target we did not write: the upstream
 # dm-writeboost on fresh images, data through fio with checksums, a clean
 # remove. If this fails, later scenarios' failures say nothing about wbkit.
-set -euo pipefail
-source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/wbkit-lib.inc"
 
 vm_prepare
 vm_has_upstream || { echo "skip: $(vm_upstream_why)"; exit 77; }
 
-work=$(mktemp -d "$VM_WORK/smoke.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 64M
-# 16 MiB: 30 segments, less than fio writes, so the target must also write back.
-vm_image "$work/cache.img" 16M
+# A 16 MiB cache: 30 segments, less than fio writes, so the target must also
+# write back.
+make_devices backing 64M cache 16M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 wb_load_target upstream
 wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
 wb_report status_created "$(wb_dm_status wb)"
@@ -33,5 +28,5 @@ wb_report removed yes
 GUEST
 
 echo "upstream smoke: boot+test ${VM_ELAPSED}s, status after fio: $(vm_result status_after_fio)"
-[ "$rc" = 0 ] || exit 1
-[ "$(vm_result fio_verify)" = ok ] && [ "$(vm_result removed)" = yes ]
+guest_passed
+wbkit_expect fio_verify ok && wbkit_expect removed yes

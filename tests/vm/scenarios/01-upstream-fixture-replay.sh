@@ -6,22 +6,9 @@
 # them: a changed kernel, module or a damaged fixture shows up here before
 # it misleads the tests that trust fixtures/upstream/. Also the template for
 # holding our own target to the same fixtures (vm_replay_fixtures wbkit ...).
-set -euo pipefail
-source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/wbkit-lib.inc"
 
 vm_prepare
 vm_has_upstream || { echo "skip: $(vm_upstream_why)"; exit 77; }
-fixtures=("$WBKIT_ROOT"/fixtures/upstream/*/)
-[ -d "${fixtures[0]}" ] || { echo "no fixtures under fixtures/upstream"; exit 77; }
-fixtures=("${fixtures[@]%/}")
-
-rc=0
-vm_replay_fixtures upstream "${fixtures[@]}" || rc=$?
-echo "boot+replay of ${#fixtures[@]} fixtures: ${VM_ELAPSED}s"
-[ "$rc" = 0 ] || exit 1
-
-failed=0
-for i in "${!fixtures[@]}"; do
-	vm_check_fixture_replay "$i" "${fixtures[$i]}" || failed=1
-done
-exit $failed
+upstream_fixtures
+fixtures_replay_as_recorded upstream

@@ -10,14 +10,13 @@
 # superblock record raises last_writeback_id. (A bad checksum before the
 # newest segment makes construction refuse the log: scenarios 75 and 87.)
 # Then drop_caches: the backing device alone must hold the same content.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=300
 command -v python3 >/dev/null || { echo "python3 needed to craft the cache"; exit 77; }
 
-work=$(mktemp -d "$VM_WORK/wbkit-rules.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Two cases, each a backing device and a crafted cache (gen.py below).
+make_devices backing1 8M cache1 4M backing2 8M cache2 4M
 # Sectors are 511 letters and a newline, so `cut -c1` reads one letter each.
 cat >"$work/gen.py" <<'PY'
 import struct, sys
@@ -67,16 +66,10 @@ with open(backing_path, "r+b") as f:
 PY
 # Slots: 1 {block 0: 0x0f A, block 8: dirty C}  2 {block 0: 0xf0 B, block 8: clean}
 #        3 {block 16: 0x01 E}  4 {block 24: D, bad checksum: the torn newest}
-for v in 1 2; do
-	vm_image "$work/cache$v.img" 4M
-	vm_image "$work/backing$v.img" 8M
-done
 python3 "$work/gen.py" "$work/cache1.img" "$work/backing1.img" 0
 python3 "$work/gen.py" "$work/cache2.img" "$work/backing2.img" 2
 
-rc=0
-vm_run - "$work/backing1.img" "$work/cache1.img" "$work/backing2.img" "$work/cache2.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 wb_load_target wbkit
 letters() { $DD if=$1 of=/tmp/got bs=512 count=40 iflag=direct 2>/dev/null; cut -c1 /tmp/got | tr -d '\n'; }
 for v in 1 2; do
@@ -89,7 +82,7 @@ for v in 1 2; do
 	wb_report "backing$v" "$(letters $b)"
 done
 GUEST
-[ "$rc" = 0 ] || exit 1
+guest_passed
 fail=0
 # Status fields 5..7: last_flushed_id last_writeback_id nr_dirty_cache_blocks.
 ids() { vm_result "status$1" | cut -d' ' -f5-7; }
@@ -99,18 +92,14 @@ echo "record 2: $(vm_result status2)"
 [ "$(ids 2)" = "3 2 1" ] || { echo "record 2: want ids 3 2 1, got $(ids 2)"; fail=1; }
 Z8=ZZZZZZZZ
 want1="AAAABBBB${Z8}EZZZZZZZ${Z8}${Z8}"
-for k in live1 backing1; do
-	[ "$(vm_result $k)" = "$want1" ] || { echo "$k: want $want1, got $(vm_result $k)"; fail=1; }
-done
+expect_all "$want1" live1 backing1
 # Record 2 says segments 1 and 2 are on the backing device (the crafted one
 # is not): replay writes nothing of them, not even the sectors segment 1
 # keeps under segment 2's partial entry (docs/FORMAT.md, step 4: writing
 # them could roll newer written-back data back), so blocks 0 and 8 read the
 # backing device's Z.
 want2="${Z8}${Z8}EZZZZZZZ${Z8}${Z8}"
-for k in live2 backing2; do
-	[ "$(vm_result $k)" = "$want2" ] || { echo "$k: want $want2, got $(vm_result $k)"; fail=1; }
-done
+expect_all "$want2" live2 backing2
 
 # The host tool, when built, must reach the same backing content offline.
 if wbreplay=$(wbkit_tool wbreplay) && [ -n "$wbreplay" ]; then

@@ -9,24 +9,17 @@
 # writeback; messages change tunables, refuse bad values and the options
 # fixed at construction, clear_stat works;
 # the table line round-trips.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=300
 
-work=$(mktemp -d "$VM_WORK/wbkit-tun.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 32M
-vm_image "$work/cache.img" 8M
+make_devices backing 32M cache 8M
 
 W="--seed 25 --ops 400 --size 16M"
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 wb_load_target wbkit
-len=\$(wb_sectors /dev/vda)
 refused() {
-	if \$DMSETUP create bad --table "0 \$len writeboost /dev/vda /dev/vdb \$1" 2>/dev/null; then
+	if \$DMSETUP create bad --table "\$(wb_table \$1)" 2>/dev/null; then
 		\$DMSETUP remove bad; echo accepted
 	else
 		dmesg | grep -q "\$2" && echo refused || echo "refused-without-reason"
@@ -39,9 +32,9 @@ wb_report refuse_thr "\$(refused '2 writeback_threshold 101' 'writeback_threshol
 wb_report refuse_key "\$(refused '2 no_such_key 1' 'Unknown optional argument')"
 wb_report refuse_odd "\$(refused '1 writeback_threshold' 'pairs')"
 \$DD if=/dev/zero of=/tmp/small bs=1M count=1 2>/dev/null
-wb_report accept_zero "\$(\$DMSETUP create ok0 --table "0 \$len writeboost /dev/vda /dev/vdb 4 read_cache_threshold 0 write_around_mode 0" 2>&1 && \$DMSETUP remove ok0 && echo yes)"
+wb_report accept_zero "\$(\$DMSETUP create ok0 --table "\$(wb_table 4 read_cache_threshold 0 write_around_mode 0)" 2>&1 && \$DMSETUP remove ok0 && echo yes)"
 
-wb_dm_create wb "0 \$len writeboost /dev/vda /dev/vdb 4 sync_data_interval 1 update_sb_record_interval 1"
+wb_start 4 sync_data_interval 1 update_sb_record_interval 1
 wb_report table "\$(\$DMSETUP table wb | cut -d' ' -f3-)"
 \$WBSTAMP write /dev/mapper/wb $W --flush-every 0 >/dev/null 2>&1 || wb_fail "writes failed"
 sleep 3
@@ -73,28 +66,22 @@ wb_report cleared "\$(echo "\$*" | sed -E 's/nr_cur_batched_writeback ([1-9]|[12
 \$WBSTAMP write /dev/mapper/wb $W --first 401 --ops 500 --flush-every 0 >/dev/null 2>&1 || wb_fail "writes failed"
 sleep 3
 GUEST
-[ "$rc" = 0 ] || exit 1
+guest_passed
 echo "tunables: ${VM_ELAPSED}s; table: $(vm_result table); status: $(vm_result status_msg)"
 fail=0
-for k in refuse_rct refuse_wam refuse_cells refuse_thr refuse_key refuse_odd; do
-	wbkit_expect "$k" refused || fail=1
-done
-for k in accept_zero synced background record cleared; do
-	wbkit_expect "$k" yes || fail=1
-done
+expect_all refused refuse_rct refuse_wam refuse_cells refuse_thr refuse_key refuse_odd
+expect_all yes accept_zero synced background record cleared
 [ -z "$(vm_result bad_message)" ] || { echo "a bad message was accepted"; fail=1; }
 # The keys in the table line's order, as dm-writeboost prints them.
 [ "$(vm_result table)" = "writeboost 254:0 254:16 4 sync_data_interval 1 update_sb_record_interval 1" ] ||
 	[ "$(vm_result table | cut -d' ' -f4-)" = "4 sync_data_interval 1 update_sb_record_interval 1" ] ||
 	{ echo "unexpected table line: $(vm_result table)"; fail=1; }
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 wb_load_target wbkit
-wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+wb_start
 \$WBSTAMP verify /dev/mapper/wb $W --ops 500 --flushed 500 >/tmp/v.out 2>&1 && wb_report after_cut ok || { tail -n 5 /tmp/v.out; wb_report after_cut failed; }
 GUEST
-[ "$rc" = 0 ] || exit 1
+guest_passed
 wbkit_expect after_cut ok || fail=1
 exit $fail

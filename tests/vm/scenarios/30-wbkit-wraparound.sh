@@ -10,30 +10,21 @@
 # several jobs, 4 KiB and 512-byte writes, on that wrapping cache: read hits
 # remapped to the cache device, reads out of RAM buffers and partial writes
 # that merge an older copy race with writeback reusing the slots.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=420
 
-work=$(mktemp -d "$VM_WORK/wbkit-wrap.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 48M
-vm_image "$work/cache.img" 4M
+make_devices backing 48M cache 4M
 
 W="--seed 21 --ops 8000 --size 48M"
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 wb_load_target wbkit
-table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb 2 nr_max_batched_writeback 2"
+wb_start 2 nr_max_batched_writeback 2
 dev=/dev/mapper/wb
-wb_dm_create wb "\$table"
 wb_stamp write write \$dev $W --flush-every 200 --final-flush
 wb_report status_written "\$(wb_dm_status wb)"
 wb_stamp verify_live verify \$dev $W --flushed 8000
-\$DMSETUP remove wb || wb_fail "remove failed"
-wb_dm_create wb "\$table"
-wb_report status_replayed "\$(wb_dm_status wb)"
+wb_recreate status_replayed
 wb_stamp verify_replayed verify \$dev $W --flushed 8000
 \$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
 st=\$(wb_dm_status wb)
@@ -43,7 +34,7 @@ set -- \$st
 [ "\$5" = "\$6" ] && [ "\$7" = 0 ] && wb_report clean yes || wb_report clean no
 \$DMSETUP remove wb || wb_fail "remove failed"
 wb_stamp verify_backing verify /dev/vda $W --flushed 8000
-wb_dm_create wb "\$table"
+wb_dm_create wb "\$WB_TABLE"
 if \$FIO --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --loops=2 \\
 	--verify=crc32c --verify_backlog=16 --verify_fatal=1 --filename=\$dev \\
 	--name=b4k --bs=4k --size=4M --numjobs=3 --offset_increment=8M \\
@@ -59,8 +50,6 @@ echo "wrap-around: ${VM_ELAPSED}s"
 echo "status after writing: $(vm_result status_written)"
 echo "status after drop_caches: $(vm_result status_dropped)"
 echo "status after the fio race: $(vm_result status_race)"
-[ "$rc" = 0 ] || exit 1
-for k in write verify_live verify_replayed verify_backing race; do
-	wbkit_expect "$k" ok || exit 1
-done
+guest_passed
+require_all ok write verify_live verify_replayed verify_backing race
 wbkit_expect clean yes

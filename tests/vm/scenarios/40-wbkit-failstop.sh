@@ -9,36 +9,23 @@
 # failing, at writeback: a read miss fails alone) with the right cause in
 # status, fail further I/O fast, leave both devices untouched from then on,
 # and still be removable; the kernel log must show no hung task.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=420
 
-work=$(mktemp -d "$VM_WORK/wbkit-fail.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 16M
-vm_image "$work/cache.img" 8M
+make_devices backing 16M cache 8M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 wb_load_target wbkit
-LB=$(wb_sectors /dev/vda)
-LC=$(wb_sectors /dev/vdb)
 dev=/dev/mapper/wb
 
 # A fresh target over linear mappings that can be swapped for failing ones.
 setup() {
 	wb_zero_cache /dev/vdb
-	wb_dm_create backd "0 $LB linear /dev/vda 0"
-	wb_dm_create cached "0 $LC linear /dev/vdb 0"
+	wb_swappable_disks
 	wb_dm_create wb "0 $LB writeboost /dev/mapper/backd /dev/mapper/cached"
 	$WBSTAMP write $dev --seed 41 --ops 300 --size 8M --flush-every 50 --final-flush >/dev/null 2>&1 ||
 		wb_fail "$1: writes before the failure failed"
-}
-# swap <dm name> <table>: the new table takes effect at once.
-swap() {
-	$DMSETUP load "$1" --table "$2" && $DMSETUP resume "$1" || wb_fail "cannot swap $1"
 }
 # The devices as their media hold them: direct reads, not the page cache
 # (a second buffered read would return what the first one cached).
@@ -73,7 +60,7 @@ check() {
 
 # 1. Cache writes fail: the next segment flush kills the target.
 setup cache_flakey
-swap cached "0 $LC flakey /dev/vdb 0 0 60 1 error_writes"
+wb_swap_table cached "0 $LC flakey /dev/vdb 0 0 60 1 error_writes"
 $WBSTAMP write $dev --seed 41 --first 301 --ops 600 --size 8M --flush-every 50 >/dev/null 2>&1 &&
 	wb_report "wbstamp_fails_cache_flakey" no
 check cache_flakey "cache write "
@@ -81,21 +68,21 @@ check cache_flakey "cache write "
 # 2. The cache device fails everything: a flush request kills the target.
 setup cache_error
 $WBSTAMP write $dev --seed 41 --first 301 --ops 310 --size 8M --flush-every 0 >/dev/null 2>&1
-swap cached "0 $LC error"
+wb_swap_table cached "0 $LC error"
 sync
 echo x | $DD of=$dev bs=512 count=1 seek=1 conv=fsync oflag=direct 2>/dev/null && wb_report "flush_fails_early_cache_error" no
 check cache_error "cache "
 
 # 3. Backing writes fail: writeback (drop_caches) kills the target.
 setup backing_flakey
-swap backd "0 $LB flakey /dev/vda 0 0 60 1 error_writes"
+wb_swap_table backd "0 $LB flakey /dev/vda 0 0 60 1 error_writes"
 $DMSETUP message wb 0 drop_caches 2>/dev/null && wb_report "drop_fails_early_backing_flakey" no
 check backing_flakey "backing write "
 
 # 4. The backing device fails everything: a read miss fails alone (it
 #    touched nothing the cache holds: 92-fault-table.sh), writeback kills.
 setup backing_error
-swap backd "0 $LB error"
+wb_swap_table backd "0 $LB error"
 $DD if=$dev of=/dev/null bs=4k count=1 skip=3000 iflag=direct 2>/dev/null && wb_report "miss_fails_backing_error" no
 case "$(wb_dm_status wb)" in *" dead 0") wb_report live_after_miss yes ;; *) wb_report live_after_miss no ;; esac
 $DMSETUP message wb 0 drop_caches 2>/dev/null && wb_report "drop_fails_early_backing_error" no
@@ -103,13 +90,11 @@ check backing_error "backing write "
 dmesg | grep -q "blocked for more than" && wb_report hung_task yes || wb_report hung_task no
 GUEST
 echo "fail-stop: ${VM_ELAPSED}s"
-[ "$rc" = 0 ] || exit 1
+guest_passed
 fail=0
 for c in cache_flakey cache_error backing_flakey backing_error; do
 	echo "$c: $(vm_result "status_$c"), cause $(vm_result "cause_$c")"
-	for k in dead fast frozen removed; do
-		wbkit_expect "${k}_$c" yes || fail=1
-	done
+	expect_all yes "dead_$c" "fast_$c" "frozen_$c" "removed_$c"
 	for k in read_fails write_fails flush_fails drop_fails wbstamp_fails flush_fails_early drop_fails_early miss_fails; do
 		[ -z "$(vm_result "${k}_$c")" ] || { echo "$c: $k: the operation succeeded on a dead target"; fail=1; }
 	done

@@ -6,27 +6,21 @@
 # when the cache device starts failing writes, and the host tool wbreplay
 # then brings every write acknowledged before the last completed flush home
 # to the backing image.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_need_tool wbreplay
 wbkit_prepare
 VM_TIMEOUT=420
 
-work=$(mktemp -d "$VM_WORK/wbkit-recover.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 32M
-vm_image "$work/cache.img" 12M
+make_devices backing 32M cache 12M
 
 W="--seed 45 --ops 3000 --size 32M"
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 wb_load_target wbkit
 LC=\$(wb_sectors /dev/vdb)
 wb_dm_create cached "0 \$LC linear /dev/vdb 0"
 wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/mapper/cached"
 wb_stamp write write /dev/mapper/wb $W --ops 1500 --flush-every 30
-\$DMSETUP load cached --table "0 \$LC flakey /dev/vdb 0 0 60 1 error_writes" && \$DMSETUP resume cached
+wb_swap_table cached "0 \$LC flakey /dev/vdb 0 0 60 1 error_writes"
 # The writes after the failure must fail on the dead target, and no other way:
 # a write error (EIO) as wbstamp reports it, not a crash or a hang.
 rc=0
@@ -43,9 +37,10 @@ wb_report status_dead "\$(wb_dm_status wb)"
 wb_report dead "\$(wb_dm_status wb | grep -q ' dead 1' && echo yes || echo no)"
 \$DMSETUP remove wb && wb_report removed yes
 GUEST
-[ "$rc" = 0 ] || exit 1
+guest_passed
 echo "dead: $(vm_result status_dead)"
-wbkit_expect write ok && wbkit_expect write_after ok && wbkit_expect dead yes && wbkit_expect removed yes || exit 1
+require_all ok write write_after
+require_all yes dead removed
 "$wbreplay" --cache "$work/cache.img" --backing "$work/backing.img" -q || { echo "wbreplay failed"; exit 1; }
 "$VM_WBSTAMP" verify "$work/backing.img" $W --flushed 1500 || { echo "recovered data fails verification"; exit 1; }
 echo "recovered offline: every write before the last completed flush is on the backing image"

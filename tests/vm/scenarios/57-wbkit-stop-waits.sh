@@ -26,7 +26,6 @@
 #    log: every block reads back.
 #
 # dm-wbkit only: the waits are its own (upstream's suspend stops no thread).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=420
@@ -35,20 +34,12 @@ VM_TIMEOUT=420
 # one): neither ends the run.
 VM_FAIL_PATTERNS='Kernel panic|BUG: |Oops: |general protection fault|WARNING: CPU: |\] WARNING: |UBSAN:|KASAN:|ODEBUG: '
 
-work=$(mktemp -d "$VM_WORK/stop-waits.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 64M
-vm_image "$work/cache.img" 32M
+make_devices backing 64M cache 32M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 wb_load_target wbkit
-LB=$(wb_sectors /dev/vda)
-LC=$(wb_sectors /dev/vdb)
+wb_swappable_disks
 dev=/dev/mapper/wb
-wb_dm_create backd "0 $LB linear /dev/vda 0"
-wb_dm_create cached "0 $LC linear /dev/vdb 0"
 # swap <name> <table>: a new table for a device, live.
 swap() {
 	$DMSETUP suspend "$1" && $DMSETUP load "$1" --table "$2" && $DMSETUP resume "$1" ||
@@ -64,7 +55,7 @@ wb_dm_create wb "0 $LB writeboost /dev/mapper/backd /dev/mapper/cached 2 update_
 swap cached "0 $LC delay /dev/vdb 0 0 /dev/vdb 0 8000"
 echo 3 2>/dev/null >/sys/module/dm_wbkit/parameters/slow_wait_secs || wb_report slow_wait_secs absent
 echo 2 >/proc/sys/kernel/hung_task_timeout_secs || wb_fail "no hung-task detector"
-echo "wbscenario: suspend begins" >/dev/kmsg
+wb_log_mark "suspend begins"
 # A record write starts: 0 writes in flight, then 1.
 seen_idle=0
 for i in $(seq 200); do
@@ -80,7 +71,7 @@ wb_report suspend_seconds $(($(date +%s) - start))
 sleep 3	# one more check of the hung-task detector
 echo 120 >/proc/sys/kernel/hung_task_timeout_secs
 echo 120 2>/dev/null >/sys/module/dm_wbkit/parameters/slow_wait_secs
-log=$(dmesg | sed -n '/wbscenario: suspend begins/,$p')
+log=$(wb_log_since "suspend begins")
 wb_report hung_reports "$(echo "$log" | grep -c 'blocked for more than')"
 wb_report hung_dmsetup "$(echo "$log" | grep -c 'task dmsetup:[0-9]* blocked for more than')"
 wb_report slow_stop "$(echo "$log" | grep -c 'has waited more than 3 s in wb_stop_periodic_daemon')"
@@ -114,16 +105,14 @@ $CMP -s /tmp/data /tmp/back && wb_report data ok || wb_report data wrong
 $DMSETUP remove wb || wb_fail "final remove"
 wb_report end yes
 GUEST
-[ "$rc" = 0 ] || { echo "guest failed (rc $rc, log: $VM_LOG)"; exit 1; }
-[ "$(vm_result skip)" = "" ] || { echo "$(vm_result skip)"; exit 77; }
+guest_passed
 echo "1. suspend took $(vm_result suspend_seconds) s; hung-task reports $(vm_result hung_reports) (dmsetup $(vm_result hung_dmsetup)); slow-wait reports in wb_stop_periodic_daemon $(vm_result slow_stop)"
 echo "2. remove during drop_caches took $(vm_result remove_seconds) s (drop_caches running at 4 s: $(vm_result drop_running_at_4s), its exit: $(vm_result drop_rc)); data $(vm_result data)"
 fail=0
 wbkit_expect hung_reports 0 || fail=1
 [ "$(vm_result slow_stop)" -ge 1 ] 2>/dev/null || { echo "the wait for the periodic thread did not report itself"; fail=1; }
 [ "$(vm_result suspend_seconds)" -ge 3 ] 2>/dev/null || { echo "the suspend did not wait for a record write"; fail=1; }
-wbkit_expect drop_running_at_4s yes || fail=1
-wbkit_expect removed yes || fail=1
+expect_all yes drop_running_at_4s removed
 [ "$(vm_result remove_seconds)" -le 10 ] 2>/dev/null || { echo "remove waited for drop_caches"; fail=1; }
 wbkit_expect drop_rc failed || fail=1
 wbkit_expect drop_stopped_by_remove 1 || fail=1

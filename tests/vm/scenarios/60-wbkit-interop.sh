@@ -8,80 +8,71 @@
 # writes included) replayed by dm-wbkit. The two modules register the same
 # target name, so the guest swaps them with rmmod/insmod. Last, dm-wbkit
 # loaded as target "wbkit" next to upstream reads both workloads back.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=420
 vm_has_upstream || { echo "skip: $(vm_upstream_why)"; exit 77; }
 
-work=$(mktemp -d "$VM_WORK/wbkit-interop.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 24M
-vm_image "$work/cache.img" 16M
+make_devices backing 24M cache 16M
 
 A="--seed 61 --ops 1500 --offset 0 --size 12M"
 B="--seed 62 --ops 1500 --offset 12M --size 12M"
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
-table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+run_guest <<GUEST
 dev=/dev/mapper/wb
 sum() { \$SHA256SUM <\$dev | cut -d' ' -f1; }
+# handover <region> <wbstamp args> <from> <to>: the target on module <from>
+# writes the region (on top of what the cache holds) and is removed with
+# the cache dirty; module <to> replays that cache and must present the same
+# content.
+handover() {
+	wb_stamp "write_\$1" write \$dev \$2 --flush-every 100
+	before=\$(sum)
+	wb_report "status_\$3" "\$(wb_dm_status wb)"
+	\$DMSETUP remove wb || wb_fail "remove failed"
+	wb_unload_target \$3
+	wb_load_target \$4
+	wb_dm_create wb "\$WB_TABLE"
+	wb_report "status_\$4_replayed" "\$(wb_dm_status wb)"
+	[ "\$(sum)" = "\$before" ] && wb_report "same_\$1" yes || wb_report "same_\$1" no
+}
+# verify_both <tag> <device>: every write of both regions reads back.
+verify_both() {
+	wb_stamp "verify_a_\$1" verify \$2 $A --flushed 1500
+	wb_stamp "verify_b_\$1" verify \$2 $B --flushed 1500
+}
 
 # dm-wbkit writes, upstream replays.
 wb_load_target wbkit
-wb_dm_create wb "\$table"
-wb_stamp write_a write \$dev $A --flush-every 100
-s1=\$(sum)
-wb_report status_wbkit "\$(wb_dm_status wb)"
-\$DMSETUP remove wb || wb_fail "remove failed"
-rmmod dm_wbkit || wb_fail "rmmod dm_wbkit failed"
-wb_load_target upstream
-wb_dm_create wb "\$table"
-wb_report status_upstream_replayed "\$(wb_dm_status wb)"
-[ "\$(sum)" = "\$s1" ] && wb_report same_a yes || wb_report same_a no
+wb_start
+handover a "$A" wbkit upstream
 wb_stamp verify_a_upstream verify \$dev $A --flushed 1500
 
 # upstream writes (on top), dm-wbkit replays.
-wb_stamp write_b write \$dev $B --flush-every 100
-s2=\$(sum)
-wb_report status_upstream "\$(wb_dm_status wb)"
-\$DMSETUP remove wb || wb_fail "remove failed"
-rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-wb_load_target wbkit
-wb_dm_create wb "\$table"
-wb_report status_wbkit_replayed "\$(wb_dm_status wb)"
-[ "\$(sum)" = "\$s2" ] && wb_report same_b yes || wb_report same_b no
-wb_stamp verify_a_wbkit verify \$dev $A --flushed 1500
-wb_stamp verify_b_wbkit verify \$dev $B --flushed 1500
-\$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
-\$DMSETUP remove wb || wb_fail "remove failed"
-wb_stamp verify_a_backing verify /dev/vda $A --flushed 1500
-wb_stamp verify_b_backing verify /dev/vda $B --flushed 1500
+handover b "$B" upstream wbkit
+verify_both wbkit \$dev
+wb_drop_caches_remove
+verify_both backing /dev/vda
 
 # Side by side: upstream as "writeboost", dm-wbkit as "wbkit"; without the
 # other name dm-wbkit refuses to load next to upstream.
-rmmod dm_wbkit || wb_fail "rmmod dm_wbkit failed"
+wb_unload_target wbkit
 wb_load_target upstream
 insmod /lib/modules-extra/wbkit/dm-wbkit.ko 2>/dev/null && wb_report clash_refused no || wb_report clash_refused yes
 wb_load_target wbkit target_name=wbkit
 wb_report targets "\$(\$DMSETUP targets | awk '{ print \$1 }' | sort | tr '\n' ,)"
 wb_dm_create wb "0 \$(wb_sectors /dev/vda) wbkit /dev/vda /dev/vdb"
-wb_stamp verify_a_renamed verify \$dev $A --flushed 1500
-wb_stamp verify_b_renamed verify \$dev $B --flushed 1500
+verify_both renamed \$dev
 \$DMSETUP remove wb || wb_fail "remove failed"
 GUEST
 echo "interop: ${VM_ELAPSED}s"
 echo "upstream after replaying dm-wbkit's cache: $(vm_result status_upstream_replayed)"
 echo "dm-wbkit after replaying upstream's cache: $(vm_result status_wbkit_replayed)"
-[ "$rc" = 0 ] || exit 1
-for k in write_a verify_a_upstream write_b verify_a_wbkit verify_b_wbkit verify_a_backing verify_b_backing \
-	verify_a_renamed verify_b_renamed; do
-	wbkit_expect "$k" ok || exit 1
-done
+guest_passed
+require_all ok write_a verify_a_upstream write_b verify_a_wbkit verify_b_wbkit verify_a_backing verify_b_backing \
+	verify_a_renamed verify_b_renamed
 echo "target types with both modules loaded: $(vm_result targets)"
 case ",$(vm_result targets)" in
 *,wbkit,*writeboost,*) ;;
 *) echo "FAIL: dmsetup targets does not list both wbkit and writeboost"; exit 1 ;;
 esac
-wbkit_expect clash_refused yes && wbkit_expect same_a yes && wbkit_expect same_b yes
+require_all yes clash_refused same_a same_b

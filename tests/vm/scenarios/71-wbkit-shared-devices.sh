@@ -19,50 +19,33 @@
 # which; a reload of the same device (its old table live while the new one
 # is built) still works, data intact; and of two `dmsetup create`s started
 # at once over the same devices, exactly one succeeds, every round.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=300
 
-work=$(mktemp -d "$VM_WORK/shared-devices.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing1.img" 64M
-vm_image "$work/cache.img" 32M
-vm_image "$work/backing2.img" 64M
+make_devices backing1 64M cache 32M backing2 64M
 
-rc=0
-vm_run - "$work/backing1.img" "$work/cache.img" "$work/backing2.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
-if wb_has_upstream; then wb_load_target upstream; fi
-wb_load_target wbkit target_name=wbkit
+run_guest <<'GUEST'
+wb_load_both_targets
 L=$(wb_sectors /dev/vda)
-# try <key> <name> <table>: creates the device, reports created or refused.
-try() {
-	if $DMSETUP create "$2" --table "$3" 2>/tmp/create.err; then
-		$DMSETUP mknodes "$2"
-		wb_report "$1" created
-	else
-		wb_report "$1" refused
-	fi
-}
 
 if wb_has_upstream; then
-	try upstream_first u1 "0 $L writeboost /dev/vda /dev/vdb"
-	try upstream_second_cache u2 "0 $L writeboost /dev/vdc /dev/vdb"
+	wb_try_create upstream_first u1 "0 $L writeboost /dev/vda /dev/vdb"
+	wb_try_create upstream_second_cache u2 "0 $L writeboost /dev/vdc /dev/vdb"
 	for d in u2 u1; do $DMSETUP info $d >/dev/null 2>&1 && $DMSETUP remove $d; done
 	wb_zero_cache /dev/vdb
 fi
 
-try first a "0 $L wbkit /dev/vda /dev/vdb"
+wb_try_create first a "0 $L wbkit /dev/vda /dev/vdb"
 $DD if=/dev/urandom of=/tmp/data bs=1M count=4 2>/dev/null
 $DD if=/tmp/data of=/dev/mapper/a bs=1M oflag=direct conv=fsync 2>/dev/null || wb_fail "write to a"
-echo "wbscenario: shared begins" >/dev/kmsg
-try second_cache b "0 $L wbkit /dev/vdc /dev/vdb"
-try second_backing c "0 $L wbkit /dev/vda /dev/vdc"
-try backing_as_cache d "0 $L wbkit /dev/vdc /dev/vda"
-try cache_as_backing e "0 $(wb_sectors /dev/vdb) wbkit /dev/vdb /dev/vdc"
-wb_report named "$(dmesg | sed -n '/wbscenario: shared begins/,$p' | grep -c 'is the cache or backing device of a$')"
+wb_log_mark "shared begins"
+wb_try_create second_cache b "0 $L wbkit /dev/vdc /dev/vdb"
+wb_try_create second_backing c "0 $L wbkit /dev/vda /dev/vdc"
+wb_try_create backing_as_cache d "0 $L wbkit /dev/vdc /dev/vda"
+wb_try_create cache_as_backing e "0 $(wb_sectors /dev/vdb) wbkit /dev/vdb /dev/vdc"
+wb_report named "$(wb_log_since "shared begins" | grep -c 'is the cache or backing device of a$')"
 dmesg | grep 'is the cache or backing device of' | head -n 2 | sed 's/^/dmesg: /'
 for d in b c d e; do $DMSETUP info $d >/dev/null 2>&1 && $DMSETUP remove $d; done
 # A reload of a itself: its new table is built while the old one is live.
@@ -95,8 +78,7 @@ done
 wb_report race_winners "$winners"
 wb_report end yes
 GUEST
-[ "$rc" = 0 ] || { echo "guest failed (rc $rc, log: $VM_LOG)"; exit 1; }
-[ "$(vm_result skip)" = "" ] || { echo "$(vm_result skip)"; exit 77; }
+guest_passed
 if [ "$with_upstream" = 1 ]; then
 	echo "upstream: a second device over a cache in use: $(vm_result upstream_second_cache)"
 	[ "$(vm_result upstream_second_cache)" = refused ] || echo "  upstream's defect: two devices write one log"
@@ -104,12 +86,9 @@ fi
 echo "dm-wbkit: second over the cache $(vm_result second_cache), over the backing $(vm_result second_backing), backing as cache $(vm_result backing_as_cache), cache as backing $(vm_result cache_as_backing); reload $(vm_result reload), data $(vm_result reload_data); creates at once, winners per round: $(vm_result race_winners)"
 fail=0
 wbkit_expect first created || fail=1
-for k in second_cache second_backing backing_as_cache cache_as_backing; do
-	wbkit_expect $k refused || fail=1
-done
+expect_all refused second_cache second_backing backing_as_cache cache_as_backing
 wbkit_expect named 4 || fail=1
-wbkit_expect reload ok || fail=1
-wbkit_expect reload_data ok || fail=1
+expect_all ok reload reload_data
 wbkit_expect race_winners 11111 || fail=1
 [ -z "$(vm_result race_data)" ] || { echo "race: data $(vm_result race_data)"; fail=1; }
 wbkit_expect end yes || fail=1

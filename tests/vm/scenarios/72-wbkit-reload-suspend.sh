@@ -15,23 +15,17 @@
 #    flushed write is there, live and after remove + re-create;
 # 4. reload + clear on a live device with partial blocks over older dirty
 #    ones in the log: neither device changes.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=720
 
-work=$(mktemp -d "$VM_WORK/wbkit-reload.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 64M
-vm_image "$work/cache.img" 16M
+make_devices backing 64M cache 16M
 
 # Backing writes at ~100 IOPS: a segment's writeback takes over a second.
-rc=0
 VM_DRIVE_OPTS_vda=throttling.iops-write=100 \
-vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 wb_load_target wbkit
-T="0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+T=$(wb_table)
 W1="--seed 91 --size 8M --ops 2500 --flush-every 100"
 W2="--seed 92 --offset 16M --size 8M --ops 3000 --flush-every 10"
 W3="--seed 93 --offset 32M --size 1M --ops 400 --partial-pct 60 --flush-every 7"
@@ -120,24 +114,19 @@ done
 $DMSETUP remove wb || wb_fail "final remove failed"
 GUEST
 echo "reload/suspend: ${VM_ELAPSED}s"
-[ "$rc" = 0 ] || exit 1
+guest_passed
 echo "suspended: last_writeback_id $(vm_result suspended_lw), digests $(vm_result suspended_digests); after resume $(vm_result resumed_lw)"
 echo "swapped table: $(vm_result swapped_table)"
 echo "reload+clear digests: $(vm_result clear_digests)"
 fail=0
-wbkit_expect work_left_at_suspend yes || fail=1
-wbkit_expect suspend_quiet yes || fail=1
-wbkit_expect writeback_resumed yes || fail=1
-wbkit_expect suspended_drop yes || fail=1
+expect_all yes work_left_at_suspend suspend_quiet writeback_resumed suspended_drop
 case "$(vm_result swapped_table)" in
 *"2 writeback_threshold 0"*) ;;
 *) echo "the swapped table is not in effect"; fail=1 ;;
 esac
 case "$(vm_result swapped_table)" in *update_sb_record_interval*) echo "the old options survived the swap"; fail=1 ;; esac
-wbkit_expect verify_swap ok || fail=1
-wbkit_expect workload2 ok || fail=1
-wbkit_expect verify_reload_live ok || fail=1
+expect_all ok verify_swap workload2 verify_reload_live
 wbkit_expect clear_quiet yes || fail=1
-for w in 1 2 3; do wbkit_expect "verify_replayed_$w" ok || fail=1; done
+expect_all ok verify_replayed_1 verify_replayed_2 verify_replayed_3
 [ "$fail" = 0 ] || vm_results | grep -E "^v[0-9]_|^w2_" | head -20
 exit $fail

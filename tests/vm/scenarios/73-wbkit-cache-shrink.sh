@@ -27,19 +27,13 @@
 #      and last MiB, and it is formatted anew; every block reads what was
 #      written, now from the backing device.
 # dm-wbkit only: upstream's dm-writeboost records no ring size.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=420
 
-work=$(mktemp -d "$VM_WORK/cache-shrink.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 64M
-vm_image "$work/cache.img" 32M
+make_devices backing 64M cache 32M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 wb_load_target wbkit
 LB=$(wb_sectors /dev/vda)
 LC=$(wb_sectors /dev/vdb)
@@ -66,6 +60,16 @@ check_data() {
 	$CMP -s /tmp/got /tmp/want && wb_report "$1" ok || wb_report "$1" wrong
 }
 
+# create_shrunk <key>: wb over the cut device (create); should it come up
+# all the same, reports what it reads as <key>_data and removes it.
+create_shrunk() {
+	create /dev/mapper/small "$1"
+	$DMSETUP table wb >/dev/null 2>&1 && {
+		check_data "$1_data"
+		$DMSETUP remove wb
+	}
+}
+
 # 1. 40 segments of dirty data.
 $DD if=/dev/urandom of=/tmp/data bs=508k count=40 2>/dev/null
 $DD if=/tmp/data bs=1M 2>/dev/null | wb_digest >/tmp/want
@@ -79,11 +83,7 @@ cache_before=$(wb_digest </dev/vdb)
 backing_before=$(wb_digest </dev/vda)
 wb_dm_create small "0 $SMALL linear /dev/vdb 0"
 dmesg -c >/dev/null
-create /dev/mapper/small dirty_shrunk
-$DMSETUP table wb >/dev/null 2>&1 && {
-	check_data dirty_shrunk_data
-	$DMSETUP remove wb
-}
+create_shrunk dirty_shrunk
 dmesg | grep -q 'smaller than the ring' && wb_report shrunk_message ok || wb_report shrunk_message missing
 dmesg | grep -i 'writeboost\|wbkit' | tail -3 | sed 's/^/dmesg: /'
 [ "$(wb_digest </dev/vdb)" = "$cache_before" ] && wb_report cache_unchanged yes || wb_report cache_unchanged no
@@ -97,35 +97,22 @@ check_data grown_back_data
 timeout 120 $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches"
 wb_report dirty_after_drop "$(wb_status_field 7)"
 $DMSETUP remove wb || wb_fail "remove"
-create /dev/mapper/small clean_shrunk
-$DMSETUP table wb >/dev/null 2>&1 && {
-	check_data clean_shrunk_data
-	$DMSETUP remove wb
-}
+create_shrunk clean_shrunk
 
 # 5. Zero the first and last MiB of the smaller device: a new cache.
-$DD if=/dev/zero of=/dev/mapper/small bs=1M count=1 oflag=direct 2>/dev/null || wb_fail "zero head"
-$DD if=/dev/zero of=/dev/mapper/small bs=1M count=1 seek=$((SMALL / 2048 - 1)) oflag=direct 2>/dev/null ||
-	wb_fail "zero tail"
+wb_zero_cache /dev/mapper/small
 create /dev/mapper/small zeroed
 check_data zeroed_data
 $DMSETUP remove wb || wb_fail "remove"
 wb_report done yes
 GUEST
-[ "$rc" = 0 ] || exit 1
+guest_passed
 fail=0
-wbkit_expect first created || fail=1
+expect_all created first grown_back zeroed
+expect_all refused dirty_shrunk clean_shrunk
+expect_all ok shrunk_message grown_back_data zeroed_data
+expect_all yes cache_unchanged backing_unchanged done
 wbkit_expect dirty_before 5080 || fail=1
-wbkit_expect dirty_shrunk refused || fail=1
-wbkit_expect shrunk_message ok || fail=1
-wbkit_expect cache_unchanged yes || fail=1
-wbkit_expect backing_unchanged yes || fail=1
-wbkit_expect grown_back created || fail=1
-wbkit_expect grown_back_data ok || fail=1
 wbkit_expect dirty_after_drop 0 || fail=1
-wbkit_expect clean_shrunk refused || fail=1
-wbkit_expect zeroed created || fail=1
-wbkit_expect zeroed_data ok || fail=1
-wbkit_expect done yes || fail=1
 [ "$fail" = 0 ] && echo "a shrunk cache is refused untouched (dirty or written back), grown back it reads every write, zeroed it starts anew"
 exit $fail

@@ -27,7 +27,6 @@
 # recorded logical sha256, or wbstamp verify at the acknowledged level of
 # the crash state); each later one the same data, plus the writes made
 # since.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 command -v zstd >/dev/null || { echo "zstd not installed"; exit 77; }
@@ -135,7 +134,7 @@ done
 
 rc=0
 vm_run "$guest" "${disks[@]}" || rc=$?
-[ "$rc" = 0 ] || exit 1
+guest_passed
 fail=0
 for tag in "${tags[@]}"; do
 	got=$(vm_result "$tag")

@@ -26,40 +26,29 @@
 #    wbdump finds nothing wrong with the cache; wbreplay replays copies;
 # 6. dm-wbkit replays again: every flushed write is there, and the logical
 #    device equals wbreplay's result byte for byte.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
-wbreplay=$(wbkit_tool wbreplay) || true
-wbdump=$(wbkit_tool wbdump) || true
-if [ -z "$wbreplay" ] || [ -z "$wbdump" ]; then
-	echo "skip: wbreplay/wbdump not built in ${WBKIT_BUILD_DIR:-$WBKIT_ROOT/build}/tools"
-	exit 77
-fi
+wbkit_need_tool wbreplay
+wbkit_need_tool wbdump
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=600
 PY=/usr/bin/python3
 
-work=$(mktemp -d "$VM_WORK/wbkit-midlog.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 16M
-vm_image "$work/cache.img" 8M
+make_devices backing 16M cache 8M
 vm_image "$work/logical.img" 16M
 
 # --- 1. upstream (else dm-wbkit) writes the log ---------------------------
 U="--seed 71 --size 4M --flush-every 20 --final-flush"
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 wb_load_target $ref
-wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb 2 update_sb_record_interval 1"
+wb_start 2 update_sb_record_interval 1
 \$WBSTAMP write /dev/mapper/wb $U --ops 400 >/dev/null || wb_fail "phase 1 failed"
 \$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
 sleep 3
 \$WBSTAMP write /dev/mapper/wb $U --first 401 --ops 440 >/dev/null || wb_fail "phase 2 failed"
 wb_report upstream_status "\$(wb_dm_status wb)"
 GUEST
-[ "$rc" = 0 ] || exit 1
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+guest_passed
 echo "$ref at the cut: $(vm_result upstream_status)"
 
 # --- 2. corrupt a segment below the record --------------------------------
@@ -95,27 +84,17 @@ PY
 echo "record $record, max id $max_id, corrupted segment $bad"
 
 # --- 3. dm-wbkit refuses the damaged log, writing nothing -----------------
-TABLE='0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb'
-cache_before=$(sha256sum <"$work/cache.img")
-backing_before=$(sha256sum <"$work/backing.img")
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+keep_digests cache backing
+run_guest <<'GUEST'
 wb_load_target wbkit
-if \$DMSETUP create wb --table "$TABLE" 2>/dev/null; then
-	wb_report damaged created
-else
-	wb_report damaged refused
-fi
-dmesg | grep -q 'see wbdump and wbrecover' && wb_report damaged_message ok || wb_report damaged_message missing
-dmesg | grep writeboost | tail -3
+wb_try_create damaged wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+wb_log_says damaged_message 'see wbdump and wbrecover'
 GUEST
-[ "$rc" = 0 ] || exit 1
+guest_passed
 fail=0
 wbkit_expect damaged refused || fail=1
 wbkit_expect damaged_message ok || fail=1
-[ "$(sha256sum <"$work/cache.img")" = "$cache_before" ] || { echo "the refused cache was written"; fail=1; }
-[ "$(sha256sum <"$work/backing.img")" = "$backing_before" ] || { echo "the refused backing device was written"; fail=1; }
+expect_unchanged cache backing
 
 # --- 4. offline recovery ----------------------------------------------------
 replay_rc=0
@@ -125,21 +104,20 @@ replay_rc=0
 
 # --- 5. dm-wbkit takes the cache, takes writes, power cut -------------------
 W="--seed 72 --size 4M --ops 300 --flush-every 50"
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 wb_load_target wbkit
-wb_dm_create wb "$TABLE"
+wb_start
 wb_report replayed "\$(wb_dm_status wb)"
 \$WBSTAMP write /dev/mapper/wb $W --final-flush | sed 's/^/WB: /'
 wb_report at_cut "\$(wb_dm_status wb)"
 GUEST
-[ "$rc" = 0 ] || exit 1
+guest_passed
 echo "dm-wbkit after the offline recovery: $(vm_result replayed)"
 echo "at the cut: $(vm_result at_cut)"
 [ "$(vm_result last_flushed)" = 300 ] || { echo "workload did not complete: $(vm_result last_flushed)"; exit 1; }
 
 dump_rc=0
+# shellcheck disable=SC2154 # wbdump: set by wbkit_need_tool
 "$wbdump" "$work/cache.img" >"$work/wbdump.txt" 2>&1 || dump_rc=$?
 if [ "$dump_rc" != 0 ]; then
 	echo "wbdump reports findings on the cache dm-wbkit left (exit $dump_rc):"
@@ -147,34 +125,24 @@ if [ "$dump_rc" != 0 ]; then
 	fail=1
 fi
 
-cp "$work/backing.img" "$work/offline.img"
-cp "$work/cache.img" "$work/offline-cache.img"
-"$wbreplay" --cache "$work/offline-cache.img" --backing "$work/offline.img" -q || {
-	echo "wbreplay failed"
-	fail=1
-}
+replay_offline || fail=1
 
 # --- 6. dm-wbkit replays again ---------------------------------------------
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" "$work/logical.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest "$work/logical.img" <<GUEST
 wb_load_target wbkit
-wb_dm_create wb "$TABLE"
+wb_start
 wb_report replayed2 "\$(wb_dm_status wb)"
 \$WBSTAMP verify /dev/mapper/wb $W --flushed 300 --base-any >/tmp/v.out 2>&1 && wb_report verify ok || wb_report verify failed
 sed 's/^/WB: /' /tmp/v.out | head -20
 \$DD if=/dev/mapper/wb of=/dev/vdc bs=1M iflag=direct oflag=direct status=none || wb_fail "dd failed"
 GUEST
-[ "$rc" = 0 ] || exit 1
+guest_passed
 echo "dm-wbkit after the second replay: $(vm_result replayed2)"
 if [ "$(vm_result verify)" != ok ]; then
 	echo "flushed writes lost after the second replay:"
 	vm_results | grep -E "^verify_|^mismatch|sector" | head -20
 	fail=1
 fi
-if ! cmp -s "$work/logical.img" "$work/offline.img"; then
-	echo "dm-wbkit and wbreplay disagree on the logical device ($(cmp -l "$work/logical.img" "$work/offline.img" | wc -l) bytes differ)"
-	fail=1
-fi
+images_equal "$work/logical.img" "$work/offline.img" "dm-wbkit and wbreplay disagree on the logical device" || fail=1
 [ "$fail" = 0 ] && echo "mid-log stop: every flushed write kept, wbreplay agrees"
 exit $fail

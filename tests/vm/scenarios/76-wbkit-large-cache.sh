@@ -10,26 +10,20 @@
 # device over its cache blocks), and checks the fixed part on a 64 MiB
 # cache: the RAM buffer pool and writeback's stream, 8 MiB (a batch that
 # held its segments' data took the pool to 28 MiB).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=${VM_TIMEOUT_LARGE:-600}
 VM_MEM=${WBKIT_LARGE_CACHE_MEM:-3584}	# the sanitizer kernel needs more (test-vm-debug.sh)
 CACHE_SIZE=${WBKIT_LARGE_CACHE:-300G}
 
-work=$(mktemp -d "$VM_WORK/wbkit-large.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 64M
-truncate -s "$CACHE_SIZE" "$work/cache.img"
-vm_image "$work/small.img" 64M
+# The images are sparse: the large cache takes little room on the host.
+make_devices backing 64M cache "$CACHE_SIZE" small 64M
 
 # Zero writes (the format) become holes: the file stays sparse.
-rc=0
 VM_DRIVE_OPTS_vdb=discard=unmap,detect-zeroes=unmap \
-vm_run - "$work/backing.img" "$work/cache.img" "$work/small.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 wb_load_target wbkit
-T="0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+T=$(wb_table)
 W="--seed 76 --size 32M --ops 2000 --flush-every 50 --partial-pct 20"
 vmalloc() { sed -n 's/^VmallocUsed: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
 now() { cut -d' ' -f1 /proc/uptime; }

@@ -30,7 +30,6 @@
 #    batch by chance). A drop_caches message in the background makes the
 #    batch certain, and the suspend makes that message give up. Created
 #    again, the device must read back the data written before the remove.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
@@ -39,33 +38,30 @@ VM_TIMEOUT=600
 # in both phases, from a marker in the kernel log on (never dmesg -c).
 VM_FAIL_PATTERNS='Kernel panic|BUG: |Oops: |general protection fault|WARNING: CPU: |\] WARNING: |UBSAN:|KASAN:|ODEBUG: '
 
-work=$(mktemp -d "$VM_WORK/slow-backing.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing-up.img" 32M
-vm_image "$work/cache-up.img" 4M
-vm_image "$work/backing-wb.img" 32M
-vm_image "$work/cache-wb.img" 4M
+make_devices backing-up 32M cache-up 4M backing-wb 32M cache-wb 4M
 
-rc=0
-vm_run - "$work/backing-up.img" "$work/cache-up.img" "$work/backing-wb.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
-wb_has_upstream && wb_load_target upstream
-wb_load_target wbkit target_name=wbkit
+run_guest <<'GUEST'
+wb_load_both_targets
 echo 2 >/proc/sys/kernel/hung_task_timeout_secs || wb_fail "no hung-task detector"
 echo -1 >/proc/sys/kernel/hung_task_warnings
 head -c 6291456 /dev/urandom >/tmp/data
+# hung_since <mark> <key>: the hung-task reports since wb_log_mark <mark>,
+# after one more round of the detector: their count as <key>, the first shown.
+hung_since() {
+	sleep 3	# one more round of the detector
+	wb_report "$2" "$(wb_log_since "$1" | grep -c 'blocked for more than')"
+	wb_log_since "$1" | grep 'blocked for more than' | head -3
+}
 # slow <target> <backing> <cache>: reports <target>_hung (hung-task reports
 # while 6 MiB go through), <target>_data, <target>_seconds
 slow() {
-	echo "wbscenario: slow $1 begins" >/dev/kmsg
+	wb_log_mark "slow $1 begins"
 	wb_dm_create "slow$1" "0 $(wb_sectors "$2") delay $2 0 0 $2 0 3000"
 	wb_dm_create "wb$1" "0 $(wb_sectors "$2") $1 /dev/mapper/slow$1 $3"
 	start=$(date +%s)
 	$DD if=/tmp/data of="/dev/mapper/wb$1" bs=64k oflag=direct status=none || wb_fail "write through $1"
 	wb_report "${1}_seconds" $(($(date +%s) - start))
-	sleep 3	# one more round of the detector
-	wb_report "${1}_hung" "$(dmesg | sed -n "/wbscenario: slow $1 begins/,\$p" | grep -c 'blocked for more than')"
-	dmesg | sed -n "/wbscenario: slow $1 begins/,\$p" | grep 'blocked for more than' | head -3
+	hung_since "slow $1 begins" "${1}_hung"
 	if $DD if="/dev/mapper/wb$1" bs=64k count=96 iflag=direct status=none | cmp -s - /tmp/data; then
 		wb_report "${1}_data" ok
 	else
@@ -90,7 +86,7 @@ starve() {
 }
 # 3. Removed while writeback runs: reports wbkit_remove_hung, _seconds, _data.
 remove_busy() {
-	echo "wbscenario: remove during writeback begins" >/dev/kmsg
+	wb_log_mark "remove during writeback begins"
 	wb_dm_create slowrm "0 $(wb_sectors /dev/vdc) delay /dev/vdc 0 0 /dev/vdc 0 3000"
 	wb_dm_create wbrm "0 $(wb_sectors /dev/vdc) wbkit /dev/mapper/slowrm /dev/vdd"
 	$DD if=/tmp/data of=/dev/mapper/wbrm bs=64k count=48 oflag=direct status=none ||
@@ -102,9 +98,7 @@ remove_busy() {
 	$DMSETUP remove wbrm || wb_fail "remove during writeback"
 	wb_report wbkit_remove_seconds $(($(date +%s) - start))
 	wait "$dropper" || true	# it gives up at the suspend, or ended before
-	sleep 3	# one more round of the detector
-	wb_report wbkit_remove_hung "$(dmesg | sed -n '/wbscenario: remove during writeback begins/,$p' | grep -c 'blocked for more than')"
-	dmesg | sed -n '/wbscenario: remove during writeback begins/,$p' | grep 'blocked for more than' | head -3
+	hung_since "remove during writeback begins" wbkit_remove_hung
 	wb_dm_create wbrm "0 $(wb_sectors /dev/vdc) wbkit /dev/mapper/slowrm /dev/vdd"
 	head -c 3145728 /tmp/data >/tmp/data-rm
 	if $DD if=/dev/mapper/wbrm bs=64k count=48 iflag=direct status=none |
@@ -122,23 +116,19 @@ if wb_has_upstream; then
 	slow writeboost /dev/vda /dev/vdb
 	starve writeboost /dev/vda /dev/vdb
 fi
-echo "wbscenario: dm-wbkit begins" >/dev/kmsg
+wb_log_mark "dm-wbkit begins"
 slow wbkit /dev/vdc /dev/vdd
 starve wbkit /dev/vdc /dev/vdd
 remove_busy
-sleep 3	# one more round of the detector
-wb_report wbkit_hung_all "$(dmesg | sed -n '/wbscenario: dm-wbkit begins/,$p' | grep -c 'blocked for more than')"
+hung_since "dm-wbkit begins" wbkit_hung_all
 GUEST
 [ "$rc" = 0 ] || exit 1
 fail=0
 [ "$with_upstream" = 0 ] || echo "upstream: $(vm_result writeboost_seconds) s for 6 MiB, $(vm_result writeboost_hung) hung-task reports, data $(vm_result writeboost_data), read IOPS under overwrites $(vm_result writeboost_read_iops)"
 echo "dm-wbkit: $(vm_result wbkit_seconds) s for 6 MiB, $(vm_result wbkit_hung) hung-task reports, data $(vm_result wbkit_data), read IOPS under overwrites $(vm_result wbkit_read_iops)"
 echo "dm-wbkit removed during writeback: $(vm_result wbkit_remove_seconds) s, $(vm_result wbkit_remove_hung) hung-task reports, data $(vm_result wbkit_remove_data)"
-wbkit_expect wbkit_hung 0 || fail=1
-wbkit_expect wbkit_remove_hung 0 || fail=1
-wbkit_expect wbkit_hung_all 0 || fail=1
-wbkit_expect wbkit_data ok || fail=1
-wbkit_expect wbkit_remove_data ok || fail=1
+expect_all 0 wbkit_hung wbkit_remove_hung wbkit_hung_all
+expect_all ok wbkit_data wbkit_remove_data
 iops=$(vm_result wbkit_read_iops)
 if ! [ "${iops:-0}" -ge 10 ] 2>/dev/null; then
 	echo "dm-wbkit's reader made too little progress under overwrites: ${iops:-none} IOPS"

@@ -33,23 +33,15 @@
 #   hold dirty copies of it: none of them may be written back over it. (A
 #   module that left those older copies out of the write-ahead failed all
 #   three checks.)
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=600
 
-work=$(mktemp -d "$VM_WORK/wbkit-ahead.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing-up.img" 1G
-vm_image "$work/backing-wb.img" 1G
-vm_image "$work/cache-up.img" 12M
-vm_image "$work/cache-wb.img" 12M
+make_devices backing-up 1G cache-up 12M backing-wb 1G cache-wb 12M
 
 W="--seed 31 --ops 12000 --size 1G --partial-pct 25"
-rc=0
-vm_run - "$work/backing-up.img" "$work/cache-up.img" "$work/backing-wb.img" "$work/cache-wb.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 run() { # <backing> <cache> <tag>
 	table="0 \$(wb_sectors \$1) writeboost \$1 \$2"
 	dev=/dev/mapper/wb
@@ -73,22 +65,14 @@ run() { # <backing> <cache> <tag>
 	\$DMSETUP remove wb || wb_fail "\$3: remove failed"
 	wb_stamp "verify_backing_\$3" verify \$1 $W --flushed 12000
 }
-if wb_has_upstream; then
-	wb_load_target upstream
-	run /dev/vda /dev/vdb upstream
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-fi
-wb_load_target wbkit
-run /dev/vdc /dev/vdd wbkit
+wb_on_both_modules run "/dev/vda /dev/vdb" "/dev/vdc /dev/vdd"
 GUEST
 echo "write-ahead: ${VM_ELAPSED}s"
 [ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
 fail=0
-for m in $([ "$with_upstream" = 1 ] && echo upstream) wbkit; do
+for m in $(modules_ran upstream wbkit); do
 	echo "$m: dirty share of the segments not written back, mean of $(vm_result "samples_$m") samples: $(vm_result "share_$m") permille"
-	for k in write verify_live verify_replayed verify_backing; do
-		wbkit_expect "${k}_$m" ok || fail=1
-	done
+	expect_all ok "write_$m" "verify_live_$m" "verify_replayed_$m" "verify_backing_$m"
 done
 share=$(vm_result share_wbkit)
 if ! [ "$(vm_result samples_wbkit)" -ge 5 ] 2>/dev/null || ! [ "$share" -ge 0 ] 2>/dev/null; then

@@ -29,25 +29,16 @@
 # Every write must read back from the backing disk alone afterwards.
 # Without upstream's module (PARTIAL) dm-wbkit's background writeback is the
 # throttled reference: its drop_caches must go more than twice as deep.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=600
 
-work=$(mktemp -d "$VM_WORK/writeback-depth.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing-up.img" 64M
-vm_image "$work/cache-up.img" 16M
-vm_image "$work/backing-wb.img" 64M
-vm_image "$work/cache-wb.img" 16M
+make_devices backing-up 64M cache-up 16M backing-wb 64M cache-wb 16M
 
-rc=0
 VM_DRIVE_OPTS_vda=throttling.iops-write=200 VM_DRIVE_OPTS_vdc=throttling.iops-write=200 \
-vm_run - "$work/backing-up.img" "$work/cache-up.img" "$work/backing-wb.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
-wb_has_upstream && wb_load_target upstream
-wb_load_target wbkit target_name=wbkit
+run_guest <<'GUEST'
+wb_load_both_targets
 for d in vda vdc; do
 	f=/sys/block/$d/queue/wbt_lat_usec
 	# Off (0), or never set up for this queue (reading fails): writing a
@@ -127,8 +118,7 @@ $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches after the background w
 $DMSETUP remove wb || wb_fail "remove wbkit (background)"
 check /dev/vdc wbkit_background_data
 GUEST
-[ "$rc" = 0 ] || exit 1
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+guest_passed
 fail=0
 up=$(vm_result upstream_urgent_inflight)
 ours=$(vm_result wbkit_urgent_inflight)
@@ -140,10 +130,9 @@ echo "blk-wbt latency target: vda $(vm_result vda_wbt_lat_usec) us, vdc $(vm_res
 [ "$with_upstream" = 0 ] || echo "upstream drop_caches: at most $up writes in flight, backing data $(vm_result upstream_backing_data)"
 echo "dm-wbkit drop_caches: at most $ours writes in flight, backing data $(vm_result wbkit_backing_data)"
 echo "dm-wbkit background writeback: at most $bg writes in flight, $(vm_result wbkit_background_segments) segments written back, $(vm_result wbkit_background_left) left, backing data $(vm_result wbkit_background_data)"
-[ "$with_upstream" = 0 ] || wbkit_expect upstream_backing_data ok || fail=1
-wbkit_expect wbkit_backing_data ok || fail=1
-wbkit_expect wbkit_background_left 0 || fail=1
-wbkit_expect wbkit_background_data ok || fail=1
+[ "$with_upstream" = 0 ] || expect_all ok upstream_backing_data
+expect_all ok wbkit_backing_data wbkit_background_data
+expect_all 0 wbkit_background_left
 # blk-wbt caps at 3/4 of the queue depth at most: an upstream deeper than
 # that was not throttled at all, and there is nothing to pass or stay under.
 nr=$(vm_result vda_nr_requests)

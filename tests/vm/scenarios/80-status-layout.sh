@@ -12,21 +12,14 @@
 # Also records the documented numbering difference: 100 writes to one block
 # after a format leave upstream's current_id at 2 (it logs an empty segment
 # 1 first), dm-wbkit's at 1 (kmod/README.md says why).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=600
 
-work=$(mktemp -d "$VM_WORK/status-layout.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 16M
-vm_image "$work/cache-up.img" 8M
-vm_image "$work/cache-wb.img" 8M
+make_devices backing 16M cache-up 8M cache-wb 8M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache-up.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 LB=$(wb_sectors /dev/vda)
 # parse <status>: "ok <count> <keys>" or what is wrong.
 parse() {
@@ -47,7 +40,7 @@ parse() {
 		print "ok " n " " keys
 	}'
 }
-run() {
+run() { # <cache> <tag>
 	wb_dm_create wb "0 $LB writeboost /dev/vda $1 2 writeback_threshold 0"
 	for i in $(seq 100); do
 		$DD if=/dev/zero of=/dev/mapper/wb bs=4k count=1 seek=7 oflag=direct 2>/dev/null || wb_fail "$2: write failed"
@@ -58,18 +51,10 @@ run() {
 	st=$(wb_dm_status wb)
 	wb_report "status_$2" "$st"
 	wb_report "parse_$2" "$(parse "$st")"
+	$DMSETUP remove wb || wb_fail "$2: remove failed"
 }
 
-if wb_has_upstream; then
-	wb_load_target upstream
-	run /dev/vdb upstream
-	$DMSETUP remove wb || wb_fail "upstream: remove failed"
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-fi
-
-wb_load_target wbkit
-run /dev/vdc wbkit
-$DMSETUP remove wb || wb_fail "wbkit: remove failed"
+wb_on_both_modules run /dev/vdb /dev/vdc
 # Dead: the cause travels inside the counted pairs.
 wb_dm_create bk "0 $LB linear /dev/vda 0"
 wb_dm_create wb "0 $LB writeboost /dev/mapper/bk /dev/vdc"
@@ -83,10 +68,9 @@ wb_report parse_dead "$(parse "$st")"
 wb_report cause_dead "$($DMSETUP message wb 0 dead_cause)"
 $DMSETUP remove wb bk || wb_fail "remove failed"
 GUEST
-[ "$rc" = 0 ] || exit 1
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+guest_passed
 fail=0
-for c in $([ "$with_upstream" = 1 ] && echo upstream) wbkit dead; do
+for c in $(modules_ran upstream wbkit) dead; do
 	echo "$c: $(vm_result "status_$c")"
 	echo "  parsed: $(vm_result "parse_$c")"
 done

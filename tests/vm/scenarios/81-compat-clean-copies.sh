@@ -20,23 +20,15 @@
 #   data, never the clean copy's.
 # The 16 counters of every phase must equal upstream's, and the read data
 # the written data.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=600
 
-work=$(mktemp -d "$VM_WORK/clean-copies.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing-up.img" 16M
-vm_image "$work/backing-wb.img" 16M
-# 1 MiB superblock region + 2 segments of 512 KiB
-vm_image "$work/cache-up.img" 2M
-vm_image "$work/cache-wb.img" 2M
+# Caches of 2 MiB: the 1 MiB superblock region + 2 segments of 512 KiB.
+make_devices backing-up 16M backing-wb 16M cache-up 2M cache-wb 2M
 
-rc=0
-vm_run - "$work/backing-up.img" "$work/backing-wb.img" "$work/cache-up.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 $DD if=/dev/urandom of=/tmp/data bs=4k count=400 2>/dev/null
 flush() { $DD if=/dev/null of=/dev/mapper/wb bs=4k count=0 conv=fsync,notrunc 2>/dev/null || wb_fail "$1: flush failed"; }
 # expect_read <tag> <what> <block> <count> <digest>
@@ -87,37 +79,23 @@ run() { # <backing> <cache> <tag>
 	wb_report "done_$3" yes
 }
 
-if wb_has_upstream; then
-	wb_load_target upstream
-	run /dev/vda /dev/vdc upstream
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-fi
-wb_load_target wbkit
-run /dev/vdb /dev/vdd wbkit
+wb_on_both_modules run "/dev/vda /dev/vdc" "/dev/vdb /dev/vdd"
 GUEST
 echo "clean copies: ${VM_ELAPSED}s"
-[ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+guest_passed
 fail=0
-for phase in write newest clean partial; do
-	[ "$with_upstream" = 1 ] || { echo "$phase: dm-wbkit $(vm_result "${phase}_stats_wbkit")"; continue; }
-	up=$(vm_result "${phase}_stats_upstream")
-	wb=$(vm_result "${phase}_stats_wbkit")
-	echo "$phase: upstream $up"
-	echo "$phase: dm-wbkit $wb"
-	[ "$up" = "$wb" ] || { echo "  the counters differ"; fail=1; }
-done
+# The counters of each phase.
+compare_modules 13 write_stats newest_stats clean_stats partial_stats
 # What the reference shows (index = write<<3 | hit<<2 | on_buffer<<1 | fullsize);
 # without upstream ($ref=wbkit), checked on dm-wbkit's counters.
 [ "$(wbkit_counter "$(vm_result write_stats_$ref)" 9)" = 381 ] || { echo "$ref: not 381 full write misses"; fail=1; }
 [ "$(wbkit_counter "$(vm_result newest_stats_$ref)" 7)" = 127 ] || { echo "$ref: not 127 read hits from the RAM buffer"; fail=1; }
 [ "$(wbkit_counter "$(vm_result clean_stats_$ref)" 5)" = 127 ] || { echo "$ref: not 127 read hits on written-back blocks"; fail=1; }
 [ "$(wbkit_counter "$(vm_result partial_stats_$ref)" 5)" = 1 ] || { echo "$ref: the partial clean copy is not a hit"; fail=1; }
-for m in $([ "$with_upstream" = 1 ] && echo upstream) wbkit; do
+for m in $(modules_ran upstream wbkit); do
 	echo "$m: nr_cur_batched_writeback fresh $(vm_result "fresh_batch_$m"), after the wrap $(vm_result "wrapped_batch_$m")"
-	wbkit_expect "fresh_batch_$m" 0 || fail=1
-	wbkit_expect "wrapped_batch_$m" 1 || fail=1
-	wbkit_expect "dropped_dirty_$m" 0 || fail=1
-	wbkit_expect "done_$m" yes || fail=1
+	expect_all 0 "fresh_batch_$m" "dropped_dirty_$m"
+	expect_all 1 "wrapped_batch_$m"
+	expect_all yes "done_$m"
 done
 exit $fail

@@ -34,22 +34,15 @@
 # block, each followed by fsync. The scenario reports both modules' id
 # advance and the bytes each wrote to its cache device, and requires that
 # both advance current_id with every fsync (upstream by at least 100).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=900
 
-work=$(mktemp -d "$VM_WORK/batching.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 112M
-# 1 MiB superblock region + 66 segments of 512 KiB
-vm_image "$work/cache-up.img" 34M
-vm_image "$work/cache-wb.img" 34M
+# Caches of 34 MiB: the 1 MiB superblock region + 66 segments of 512 KiB.
+make_devices backing 112M cache-up 34M cache-wb 34M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache-up.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 batch() { wb_status_field 29; }
 backing_sectors=$(wb_sectors /dev/vda)
 wb_dm_create slow "0 $backing_sectors delay /dev/vda 0 0"
@@ -126,27 +119,22 @@ numbering() { # <cache> <tag>
 	wb_report "fsync_seconds_$2" $(($(date +%s) - t0))
 	$DMSETUP remove wb || wb_fail "$2: remove failed"
 }
-if wb_has_upstream; then
-	wb_load_target upstream
-	run /dev/vdb upstream
-	numbering /dev/vdb upstream
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-fi
-wb_load_target wbkit
-run /dev/vdc wbkit
-numbering /dev/vdc wbkit
+module_cases() { # <cache> <tag>: batching, then numbering, on one module
+	run "$1" "$2"
+	numbering "$1" "$2"
+}
+wb_on_both_modules module_cases /dev/vdb /dev/vdc
 GUEST
 echo "batching: ${VM_ELAPSED}s"
-[ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+guest_passed
 fail=0
-for m in $([ "$with_upstream" = 1 ] && echo upstream) wbkit; do
+for m in $(modules_ran upstream wbkit); do
 	echo "$m: fresh $(vm_result "fresh_$m"), under writes $(vm_result "pressure_$m"), idle drop_caches saw $(vm_result "idle_seen_$m") (max $(vm_result "idle_max_$m")), writes again $(vm_result "again_$m"), background writeback saw $(vm_result "background_seen_$m") (segments left $(vm_result "background_left_$m") after $(vm_result "background_seconds_$m") s)"
-	wbkit_expect "segments_$m" 66 || fail=1
-	wbkit_expect "fresh_$m" 0 || fail=1
+	expect_all 66 "segments_$m"
+	expect_all 0 "fresh_$m" "idle_dirty_$m" "background_left_$m"
+	expect_all 4 "idle_max_$m" "background_max_$m"
 	if [ "$m" = upstream ]; then
-		wbkit_expect "pressure_$m" 1 || fail=1
-		wbkit_expect "again_$m" 1 || fail=1
+		expect_all 1 "pressure_$m" "again_$m"
 	else
 		# dm-wbkit starts writing back while the ring still has free
 		# slots (fewer than nr_max_batched_writeback) and paces the
@@ -159,10 +147,6 @@ for m in $([ "$with_upstream" = 1 ] && echo upstream) wbkit; do
 			fi
 		done
 	fi
-	wbkit_expect "idle_max_$m" 4 || fail=1
-	wbkit_expect "idle_dirty_$m" 0 || fail=1
-	wbkit_expect "background_max_$m" 4 || fail=1
-	wbkit_expect "background_left_$m" 0 || fail=1
 	echo "$m: 100 writes with fsync: current_id +$(vm_result "fsync_ids_$m"), $(vm_result "fsync_cache_kib_$m") KiB written to the cache device, $(vm_result "fsync_seconds_$m") s"
 done
 [ "$with_upstream" != 1 ] || [ "$(vm_result fsync_ids_upstream)" -ge 100 ] 2>/dev/null || { echo "upstream: current_id did not advance per fsync"; fail=1; }

@@ -28,42 +28,22 @@
 #   result is reported, dm-wbkit's required (the trust record, FORMAT.md).
 # The 16 counters, the blocks logged (cursor advance) and the table line
 # must equal upstream's.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=600
 
-work=$(mktemp -d "$VM_WORK/read-cache.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing-up.img" 8M
-vm_image "$work/backing-wb.img" 8M
-vm_image "$work/cache-up.img" 4M
-vm_image "$work/cache-wb.img" 4M
+make_devices backing-up 8M backing-wb 8M cache-up 4M cache-wb 4M
 
-rc=0
-vm_run - "$work/backing-up.img" "$work/backing-wb.img" "$work/cache-up.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 $DD if=/dev/urandom of=/tmp/base bs=1M count=8 2>/dev/null
 $DD if=/dev/urandom of=/tmp/w406 bs=4k count=1 2>/dev/null
 rd512() { for b in "$@"; do $DD if=/dev/mapper/wb of=/dev/null bs=512 skip=$((b * 8 + 2)) count=1 iflag=direct 2>/dev/null || wb_fail "read of block $b failed"; done; }
-# phase <tag> <name> <command...>: the command's counters and blocks logged
-phase() {
-	tag=$1 name=$2
-	shift 2
-	$DMSETUP message wb 0 clear_stat
-	c=$(wb_status_field 1)
-	"$@"
-	sleep 1	# injection runs in the background once the cells are used
-	wb_report "${name}_$tag" "$(wb_counters)"
-	wb_report "${name}_logged_$tag" "$(($(wb_status_field 1) - c))"
-}
-twice() { wb_read_blocks "$@"; sleep 1; wb_read_blocks "$@"; }
-partial() { rd512 200 203 206 209 212 215 218 221; twice 300 303 306 309 312 315 318 321; wb_read_blocks 200 203 206 209 212 215 218 221; }
+partial() { rd512 200 203 206 209 212 215 218 221; wb_read_twice 300 303 306 309 312 315 318 321; wb_read_blocks 200 203 206 209 212 215 218 221; }
 staged_write() {
 	wb_read_blocks 400 403 406 409 412 415 418
 	$DD if=/tmp/w406 of=/dev/mapper/wb bs=4k seek=406 count=1 oflag=direct conv=notrunc 2>/dev/null || wb_fail "write failed"
-	twice 400 403 406 409 412 415 418 421
+	wb_read_twice 400 403 406 409 412 415 418 421
 }
 same() { # <what> <target block> <count> <file> <file block>
 	a=$($DD if=/dev/mapper/wb bs=4k skip="$2" count="$3" iflag=direct 2>/dev/null | $SHA256SUM | cut -d' ' -f1)
@@ -82,17 +62,17 @@ run() { # <backing> <cache> <tag>
 	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2 4 read_cache_threshold 4 nr_read_cache_cells 8"
 	wb_report "table_$3" "$($DMSETUP table wb | cut -d' ' -f6-)"
 	first_write
-	phase "$3" random twice 10 13 16 19 22 25 28 31
+	wb_phase "$3" random wb_read_twice 10 13 16 19 22 25 28 31
 	wb_report "random_dirty_$3" "$(wb_status_field 7)"
-	phase "$3" sequential twice 100 101 102 103 104 105 106 107
-	phase "$3" partial partial
-	phase "$3" staged_write staged_write
+	wb_phase "$3" sequential wb_read_twice 100 101 102 103 104 105 106 107
+	wb_phase "$3" partial partial
+	wb_phase "$3" staged_write staged_write
 	$DMSETUP message wb 0 read_cache_threshold 0 || wb_fail "message read_cache_threshold 0 failed"
 	wb_report "threshold_off_$3" "$(wb_status_field 35)"
-	phase "$3" off twice 500 503 506 509 512 515 518 521
+	wb_phase "$3" off wb_read_twice 500 503 506 509 512 515 518 521
 	$DMSETUP message wb 0 read_cache_threshold 4 || wb_fail "message read_cache_threshold 4 failed"
 	wb_report "threshold_on_$3" "$(wb_status_field 35)"
-	phase "$3" on twice 600 603 606 609 612 615 618 621
+	wb_phase "$3" on wb_read_twice 600 603 606 609 612 615 618 621
 	wb_report "dirty_$3" "$(wb_status_field 7)"
 	same "blocks 0-405" 0 406 /tmp/base 0
 	same "block 406" 406 1 /tmp/w406 0
@@ -101,12 +81,12 @@ run() { # <backing> <cache> <tag>
 	wb_dm_create wb "0 $(wb_sectors "$1") writeboost $1 $2 2 nr_read_cache_cells 8"
 	first_write
 	$DMSETUP message wb 0 read_cache_threshold 4 || wb_fail "message read_cache_threshold 4 failed"
-	phase "$3" late twice 700 703 706 709 712 715 718 721
+	wb_phase "$3" late wb_read_twice 700 703 706 709 712 715 718 721
 	same "blocks 700-721" 700 22 /tmp/base 700
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
 	table="0 $(wb_sectors "$1") writeboost $1 $2 4 read_cache_threshold 4 nr_read_cache_cells 8"
 	wb_dm_create wb "$table"
-	phase "$3" restart wb_read_blocks 10 13 16 19 22 25 28 31 700 703 706 709 712 715 718 721
+	wb_phase "$3" restart wb_read_blocks 10 13 16 19 22 25 28 31 700 703 706 709 712 715 718 721
 	same "blocks 0-405 after the restart" 0 406 /tmp/base 0
 	same "blocks 700-721 after the restart" 700 22 /tmp/base 700
 	$DMSETUP remove wb || wb_fail "$3: remove failed"
@@ -133,27 +113,14 @@ run() { # <backing> <cache> <tag>
 	wb_report "done_$3" yes
 }
 
-if wb_has_upstream; then
-	wb_load_target upstream
-	run /dev/vda /dev/vdc upstream
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-fi
-wb_load_target wbkit
-run /dev/vdb /dev/vdd wbkit
+wb_on_both_modules run "/dev/vda /dev/vdc" "/dev/vdb /dev/vdd"
 GUEST
 echo "read cache: ${VM_ELAPSED}s"
-[ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+guest_passed
 fail=0
-for k in table random random_logged random_dirty sequential sequential_logged partial partial_logged \
+compare_modules 20 table random random_logged random_dirty sequential sequential_logged partial partial_logged \
 	staged_write staged_write_logged threshold_off off off_logged threshold_on on on_logged dirty late late_logged \
-	restart restart_logged done; do
-	[ "$with_upstream" = 1 ] || { printf '%-20s dm-wbkit %s\n' "$k" "$(vm_result "${k}_wbkit")"; continue; }
-	up=$(vm_result "${k}_upstream")
-	wb=$(vm_result "${k}_wbkit")
-	printf '%-20s upstream %-40s dm-wbkit %s\n' "$k" "$up" "$wb"
-	[ -n "$up" ] && [ "$up" = "$wb" ] || { echo "  differs"; fail=1; }
-done
+	restart restart_logged done
 # What the reference shows (index = write<<3 | hit<<2 | on_buffer<<1 | fullsize);
 # without upstream ($ref=wbkit), checked on dm-wbkit's values.
 wbkit_expect done_wbkit yes || fail=1

@@ -20,38 +20,19 @@
 # loses it, reported for comparison). Last, on both: data written back in
 # write-back mode, then overwritten in write-around mode, is not brought
 # back by a replay in write-back mode.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=900
 
-work=$(mktemp -d "$VM_WORK/write-around.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing-up.img" 8M
-vm_image "$work/backing-wb.img" 8M
-vm_image "$work/cache-up.img" 2M
-vm_image "$work/cache-wb.img" 2M
+make_devices backing-up 8M backing-wb 8M cache-up 2M cache-wb 2M
 
-rc=0
-vm_run - "$work/backing-up.img" "$work/backing-wb.img" "$work/cache-up.img" "$work/cache-wb.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 $DD if=/dev/urandom of=/tmp/base bs=1M count=8 2>/dev/null
 $DD if=/dev/urandom of=/tmp/new bs=4k count=16 2>/dev/null
 # wr <block> <block of /tmp/new>
 wr() { $DD if=/tmp/new of=/dev/mapper/wb bs=4k skip="$2" seek="$1" count=1 oflag=direct conv=notrunc 2>/dev/null || wb_fail "write of block $1 failed"; }
-phase() { # <tag> <name> <command...>
-	tag=$1 name=$2
-	shift 2
-	$DMSETUP message wb 0 clear_stat
-	c=$(wb_status_field 1)
-	"$@"
-	sleep 1
-	wb_report "${name}_$tag" "$(wb_counters)"
-	wb_report "${name}_logged_$tag" "$(($(wb_status_field 1) - c))"
-}
 writes() { for i in 0 1 2 3 4 5 6 7; do wr $((10 + 3 * i)) "$i"; done; }
-twice() { wb_read_blocks "$@"; sleep 1; wb_read_blocks "$@"; }
 overwrite() { wr 103 8; wb_read_blocks 103; }
 many() { i=0; while [ $i -lt 300 ]; do wb_read_blocks $((1024 + 2 * i)); i=$((i + 1)); done; }
 # the target and the backing device hold the same bytes
@@ -68,12 +49,12 @@ run() { # <backing> <cache> <tag>
 	# Upstream logs an empty segment first: get past it with one generation.
 	wb_read_blocks 700 703 706 709 712 715 718 721
 	sleep 1
-	phase "$3" writes writes
+	wb_phase "$3" writes writes
 	got=$($DD if="$1" bs=4k skip=31 count=1 iflag=direct 2>/dev/null | wb_digest)
 	[ "$got" = "$($DD if=/tmp/new bs=4k skip=7 count=1 2>/dev/null | wb_digest)" ] && wb_report "on_backing_$3" yes || wb_report "on_backing_$3" no
 	wb_report "writes_dirty_$3" "$(wb_status_field 7)"
-	phase "$3" reads twice 100 103 106 109 112 115 118 121
-	phase "$3" overwrite overwrite
+	wb_phase "$3" reads wb_read_twice 100 103 106 109 112 115 118 121
+	wb_phase "$3" overwrite overwrite
 	got=$($DD if=/dev/mapper/wb bs=4k skip=103 count=1 iflag=direct 2>/dev/null | wb_digest)
 	[ "$got" = "$($DD if=/tmp/new bs=4k skip=8 count=1 2>/dev/null | wb_digest)" ] && wb_report "new_data_$3" yes || wb_report "new_data_$3" no
 	c=$(wb_status_field 4)
@@ -115,33 +96,20 @@ run() { # <backing> <cache> <tag>
 	wb_report "done_$3" yes
 }
 
-if wb_has_upstream; then
-	wb_load_target upstream
-	run /dev/vda /dev/vdc upstream
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-fi
-wb_load_target wbkit
-run /dev/vdb /dev/vdd wbkit
+wb_on_both_modules run "/dev/vda /dev/vdc" "/dev/vdb /dev/vdd"
 GUEST
 echo "write-around: ${VM_ELAPSED}s"
-[ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+guest_passed
 fail=0
-for k in table writes writes_logged on_backing writes_dirty reads reads_logged overwrite overwrite_logged \
-	new_data rotated dirty same no_stale_replay done; do
-	[ "$with_upstream" = 1 ] || { printf '%-18s dm-wbkit %s\n' "$k" "$(vm_result "${k}_wbkit")"; continue; }
-	up=$(vm_result "${k}_upstream")
-	wb=$(vm_result "${k}_wbkit")
-	printf '%-18s upstream %-40s dm-wbkit %s\n' "$k" "$up" "$wb"
-	[ -n "$up" ] && [ "$up" = "$wb" ] || { echo "  differs"; fail=1; }
-done
+compare_modules 18 table writes writes_logged on_backing writes_dirty reads reads_logged overwrite overwrite_logged \
+	new_data rotated dirty same no_stale_replay done
 # What the reference shows (index = write<<3 | hit<<2 | on_buffer<<1 | fullsize);
 # without upstream ($ref=wbkit), checked on dm-wbkit's values.
 wbkit_expect done_wbkit yes || fail=1
 if [ "$with_upstream" = 0 ]; then
 	# What the comparison with upstream's values would have shown.
-	for k in new_data rotated same no_stale_replay; do wbkit_expect "${k}_wbkit" yes || fail=1; done
-	for k in writes_dirty dirty; do wbkit_expect "${k}_wbkit" 0 || fail=1; done
+	expect_all yes new_data_wbkit rotated_wbkit same_wbkit no_stale_replay_wbkit
+	expect_all 0 writes_dirty_wbkit dirty_wbkit
 fi
 [ "$(vm_result on_backing_$ref)" = yes ] && [ "$(vm_result writes_logged_$ref)" = 0 ] ||
 	{ echo "$ref: writes did not go around the cache"; fail=1; }
@@ -150,6 +118,5 @@ r=$(vm_result reads_$ref)
 [ "$(wbkit_counter "$(vm_result overwrite_$ref)" 15)" = 1 ] && [ "$(wbkit_counter "$(vm_result overwrite_$ref)" 1)" = 1 ] ||
 	{ echo "$ref: a write did not drop the cached copy"; fail=1; }
 echo "a dirty write-back log loaded in write-around mode: data kept upstream $(vm_result dirty_log_kept_upstream), dm-wbkit $(vm_result dirty_log_kept_wbkit)"
-wbkit_expect dirty_log_kept_wbkit yes || fail=1
-wbkit_expect dirty_log_same_wbkit yes || fail=1
+expect_all yes dirty_log_kept_wbkit dirty_log_same_wbkit
 exit $fail

@@ -16,13 +16,16 @@
 # mapping and zeroes the cache's first 4 KiB, so the backing device alone
 # must hold the data. Boot 2 starts again (the cache is reformatted) and
 # finds every write there, stops, and the backing device still holds it all.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=420
 
-work=$(mktemp -d "$VM_WORK/wbkit-writeboost.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# 16 MiB of cache (30 segments); 1500 writes with a flush every 100 fill
+# about 15 of them, and writeback_threshold is 0 (no background writeback):
+# all of it is dirty at the stop, and only the stop's drop_caches can bring
+# it to the backing device.
+make_devices backing 32M cache 16M
+W="--seed 71 --ops 1500 --offset 0 --size 24M"
 
 # The package's files: the installed package if there is one, else the .deb
 # from Debian's archive (kept in VM_WORK for the next run).
@@ -71,27 +74,13 @@ chmod 0755 "$pkg/usr/local/bin/dmsetup" "$pkg/usr/local/bin/logger"
 tar -C "$pkg" -cf "$work/pkg.tar" .
 truncate -s %4096 "$work/pkg.tar"
 
-vm_image "$work/backing.img" 32M
-vm_image "$work/cache.img" 16M
-# 16 MiB of cache (30 segments); 1500 writes with a flush every 100 fill
-# about 15 of them, and writeback_threshold is 0 (no background writeback):
-# all of it is dirty at the stop, and only the stop's drop_caches can bring
-# it to the backing device.
-W="--seed 71 --ops 1500 --offset 0 --size 24M"
-
 guest_prologue() {
 	cat <<GUEST
-. /lib/wbguest.sh
 tar -xf /dev/vdc -C / || wb_fail "cannot unpack the package files"
 depmod -a || wb_fail "depmod failed"
 # The kernel runs /sbin/modprobe to autoload; busybox keeps it in /bin here.
 [ -x /sbin/modprobe ] || echo /bin/modprobe >/proc/sys/kernel/modprobe
 echo "wb /dev/vda /dev/vdb read_cache_threshold=31,sync_data_interval=3600" >/etc/writeboosttab
-stamp() {
-	key=\$1; shift
-	if \$WBSTAMP "\$@" >/tmp/s.out 2>&1; then wb_report "\$key" ok
-	else tail -n 5 /tmp/s.out; wb_report "\$key" "failed"; fi
-}
 magic() { \$DD if=/dev/vdb bs=4 count=1 2>/dev/null | od -An -tx1 | tr -d ' '; }
 start() {
 	/usr/bin/dash /sbin/writeboost; wb_report start_rc_\$1 \$?
@@ -108,24 +97,27 @@ stop() {
 GUEST
 }
 
-rc=0
-{
-	guest_prologue
-	cat <<GUEST
+# boot <n>: boots with the package's files as /dev/vdc, runs the prologue and
+# then the steps read from stdin, shows the results; exits 1 when the guest
+# failed.
+boot() {
+	run_guest "$work/pkg.tar" < <(guest_prologue && cat)
+	echo "boot $1: ${VM_ELAPSED:-?}s"
+	vm_results | grep -v '^status' || true
+	[ "$rc" = 0 ] || exit 1
+}
+
+boot 1 <<GUEST
 start 1
-stamp write write /dev/mapper/wb $W --flush-every 100
+wb_stamp write write /dev/mapper/wb $W --flush-every 100
 wb_report status_before_stop "\$(wb_dm_status wb)"
 stop 1
-stamp backing_after_stop_1 verify /dev/vda $W --flushed 1500
+wb_stamp backing_after_stop_1 verify /dev/vda $W --flushed 1500
 GUEST
-} >"$work/boot1.sh"
-vm_run "$work/boot1.sh" "$work/backing.img" "$work/cache.img" "$work/pkg.tar" || rc=$?
-echo "boot 1: ${VM_ELAPSED:-?}s; status before the stop: $(vm_result status_before_stop)"
-vm_results | grep -v '^status' || true
-[ "$rc" = 0 ] || exit 1
-wbkit_expect start_rc_1 0 || exit 1
-wbkit_expect mapped_1 yes || exit 1
-wbkit_expect module_1 dm_wbkit || exit 1
+echo "status before the stop: $(vm_result status_before_stop)"
+require_all 0 start_rc_1
+require_all yes mapped_1
+require_all dm_wbkit module_1
 # The options of the writeboosttab line reached the target as messages.
 case $(vm_result tunables_1) in
 *_sync_data_interval_3600_*_read_cache_threshold_31_*) ;;
@@ -134,34 +126,26 @@ case $(vm_result tunables_1) in
 	exit 1
 	;;
 esac
-wbkit_expect write ok || exit 1
+require_all ok write
 read -r -a before <<<"$(vm_result status_before_stop)"
 if [ "${before[6]:-0}" -eq 0 ]; then
 	echo "nothing was dirty at the stop: the test would not show that the stop writes back"
 	exit 1
 fi
-wbkit_expect stop_rc_1 0 || exit 1
-wbkit_expect removed_1 yes || exit 1
-wbkit_expect unmapped_1 yes || exit 1
-wbkit_expect magic_after_stop_1 00000000 || exit 1
-wbkit_expect backing_after_stop_1 ok || exit 1
+require_all 0 stop_rc_1
+require_all yes removed_1 unmapped_1
+require_all 00000000 magic_after_stop_1
+require_all ok backing_after_stop_1
 
-rc=0
-{
-	guest_prologue
-	cat <<GUEST
+boot 2 <<GUEST
 start 2
-stamp through_target_2 verify /dev/mapper/wb $W --flushed 1500
+wb_stamp through_target_2 verify /dev/mapper/wb $W --flushed 1500
 stop 2
-stamp backing_after_stop_2 verify /dev/vda $W --flushed 1500
+wb_stamp backing_after_stop_2 verify /dev/vda $W --flushed 1500
 GUEST
-} >"$work/boot2.sh"
-vm_run "$work/boot2.sh" "$work/backing.img" "$work/cache.img" "$work/pkg.tar" || rc=$?
-echo "boot 2: ${VM_ELAPSED:-?}s"
-vm_results | grep -v '^status' || true
-[ "$rc" = 0 ] || exit 1
-for kv in start_rc_2=0 mapped_2=yes module_2=dm_wbkit through_target_2=ok stop_rc_2=0 removed_2=yes \
-	magic_after_stop_2=00000000 backing_after_stop_2=ok; do
-	wbkit_expect "${kv%%=*}" "${kv#*=}" || exit 1
-done
+require_all 0 start_rc_2 stop_rc_2
+require_all yes mapped_2 removed_2
+require_all dm_wbkit module_2
+require_all ok through_target_2 backing_after_stop_2
+require_all 00000000 magic_after_stop_2
 echo "Debian's writeboost script started and stopped dm-wbkit twice; all 1500 writes on the backing device"

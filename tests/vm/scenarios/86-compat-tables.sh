@@ -13,17 +13,14 @@
 # load with the same meaning but print differently: dm-wbkit prints the
 # keys it understood (lower case, once, current values), upstream the words
 # as typed.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=900
 
-work=$(mktemp -d "$VM_WORK/tables.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 16M
-vm_image "$work/cache-up.img" 4M
-vm_image "$work/cache-wb.img" 4M
+# list (/dev/vdd): the table lines below, zeros after them.
+make_devices backing 16M cache-up 4M cache-wb 4M list 1M
+
 # <mark> <optional arguments>; "-" for none
 cat >"$work/tables.txt" <<'EOF'
 = -
@@ -47,12 +44,9 @@ cat >"$work/tables.txt" <<'EOF'
 ~ 2 writeback_threshold 5 extra words
 ~ 0 writeback_threshold 5
 EOF
-vm_image "$work/list.img" 1M
 dd if="$work/tables.txt" of="$work/list.img" conv=notrunc status=none
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache-up.img" "$work/cache-wb.img" "$work/list.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 tr -d '\000' </dev/vdd >/tmp/tables
 LB=$(wb_sectors /dev/vda)
 # layout <status>: "ok <count> <keys>" or what is wrong
@@ -91,21 +85,15 @@ run() { # <cache> <tag>
 	done </tmp/tables
 	wb_report "lines_$2" "$i"
 }
-if wb_has_upstream; then
-	wb_load_target upstream
-	run /dev/vdb upstream
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-fi
-wb_load_target wbkit
-run /dev/vdc wbkit
+wb_on_both_modules run /dev/vdb /dev/vdc
 GUEST
 echo "tables: ${VM_ELAPSED}s"
-[ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+guest_passed
 fail=0
 n=$(wc -l <"$work/tables.txt")
-[ "$with_upstream" = 0 ] || wbkit_expect lines_upstream "$n" || fail=1
-wbkit_expect lines_wbkit "$n" || fail=1
+for m in $(modules_ran upstream wbkit); do
+	expect_all "$n" "lines_$m"
+done
 up_keys="writeback_threshold,nr_cur_batched_writeback,sync_data_interval,update_sb_record_interval,read_cache_threshold"
 i=0
 while read -r mark args; do

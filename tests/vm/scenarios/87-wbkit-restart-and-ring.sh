@@ -21,27 +21,15 @@
 #    message naming wbdump and wbrecover, and nothing is written: a cache
 #    device grown after a wrapped log was written (every id now names
 #    another slot).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=600
 
-work=$(mktemp -d "$VM_WORK/restart-ring.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing-up.img" 16M
-vm_image "$work/cache-up.img" 4M
-vm_image "$work/backing-wb.img" 16M
-vm_image "$work/cache-wb.img" 4M
-vm_image "$work/backing-ring.img" 16M
-vm_image "$work/cache-ring.img" 4M
+make_devices backing-up 16M cache-up 4M backing-wb 16M cache-wb 4M backing-ring 16M cache-ring 4M
 
-rc=0
-vm_run - "$work/backing-up.img" "$work/cache-up.img" "$work/backing-wb.img" "$work/cache-wb.img" \
-	"$work/backing-ring.img" "$work/cache-ring.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
-if wb_has_upstream; then wb_load_target upstream; fi
-wb_load_target wbkit target_name=wbkit
+run_guest <<'GUEST'
+wb_load_both_targets
 fill() { head -c "$2" /dev/zero | tr '\0' "$1"; }
 fill A 4096 >/tmp/A
 fill B 2048 >/tmp/B
@@ -53,27 +41,26 @@ letters() {
 	$DD if="$1" bs=4096 count=1 iflag=direct status=none | tr '\000' 0 |
 		awk '{ for (i = 0; i < 8; i++) printf "%s", substr($0, i * 512 + 1, 1); print "" }'
 }
-# rollback <target> <backing> <cache>: the reproducer; reports
+# rollback <backing> <cache> <target>: the reproducer; reports
 # <target>_before, <target>_after (device) and <target>_backing
 rollback() {
-	table="0 $(wb_sectors "$2") $1 $2 $3 2 update_sb_record_interval 1"
+	table="0 $(wb_sectors "$1") $3 $1 $2 2 update_sb_record_interval 1"
 	wb_dm_create wb "$table"
 	$DD if=/tmp/A of=/dev/mapper/wb bs=4096 seek=0 oflag=direct conv=fsync status=none || wb_fail "write A"
-	timeout 120 $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches on $1 failed or hung"
+	timeout 120 $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches on $3 failed or hung"
 	$DD if=/tmp/B of=/dev/mapper/wb bs=512 seek=0 oflag=direct conv=fsync status=none || wb_fail "write B"
-	timeout 120 $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches on $1 failed or hung"
+	timeout 120 $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches on $3 failed or hung"
 	$DD if=/tmp/C of=/dev/mapper/wb bs=512 seek=4 oflag=direct conv=fsync status=none || wb_fail "write C"
-	timeout 120 $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches on $1 failed or hung"
+	timeout 120 $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches on $3 failed or hung"
 	sleep 4	# the record names the last segment
-	wb_report "${1}_before" "$(letters /dev/mapper/wb)"
+	wb_report "${3}_before" "$(letters /dev/mapper/wb)"
 	$DMSETUP remove wb || wb_fail "remove"
 	wb_dm_create wb "$table"
-	wb_report "${1}_after" "$(letters /dev/mapper/wb)"
+	wb_report "${3}_after" "$(letters /dev/mapper/wb)"
 	$DMSETUP remove wb || wb_fail "remove"
-	wb_report "${1}_backing" "$(letters "$2")"
+	wb_report "${3}_backing" "$(letters "$1")"
 }
-if wb_has_upstream; then rollback writeboost /dev/vda /dev/vdb; fi
-rollback wbkit /dev/vdc /dev/vdd
+wb_on_both_targets rollback "/dev/vda /dev/vdb" "/dev/vdc /dev/vdd"
 
 # 2. One read cache cell: read misses, then the same blocks read again.
 $DD if=/dev/zero of=/dev/vdc bs=1M count=1 oflag=direct status=none
@@ -104,32 +91,22 @@ fail=0
 if [ "$with_upstream" = 1 ] && [ "$(vm_result writeboost_after)" != BBBBCCCC ]; then
 	echo "upstream's defect, reproduced: its replay rolled sectors back (dm-wbkit must not)"
 fi
-wbkit_expect wbkit_before BBBBCCCC || fail=1
-wbkit_expect wbkit_after BBBBCCCC || fail=1
-wbkit_expect wbkit_backing BBBBCCCC || fail=1
-wbkit_expect one_cell ok || fail=1
+expect_all BBBBCCCC wbkit_before wbkit_after wbkit_backing
+expect_all ok one_cell
 echo "ring before growing: $(vm_result ring_status)"
 
 # The host grows the cache of the wrapped log; the target must refuse it.
 truncate -s 8M "$work/cache-ring.img"
-before=$(sha256sum <"$work/cache-ring.img")
-backing_before=$(sha256sum <"$work/backing-ring.img")
-rc=0
-vm_run - "$work/backing-ring.img" "$work/cache-ring.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+keep_digests cache-ring backing-ring
+use_devices backing-ring cache-ring
+run_guest <<'GUEST'
 wb_load_target wbkit
-if $DMSETUP create ring --table "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb" 2>/tmp/err; then
-	wb_report grown created
-else
-	wb_report grown refused
-fi
-dmesg | grep -q 'see wbdump and wbrecover' && wb_report grown_message ok || wb_report grown_message missing
-dmesg | grep writeboost | tail -3
+wb_try_create grown ring "$(wb_table)"
+wb_log_says grown_message 'see wbdump and wbrecover'
 GUEST
 [ "$rc" = 0 ] || exit 1
-wbkit_expect grown refused || fail=1
-wbkit_expect grown_message ok || fail=1
-[ "$(sha256sum <"$work/cache-ring.img")" = "$before" ] || { echo "the refused cache was written"; fail=1; }
-[ "$(sha256sum <"$work/backing-ring.img")" = "$backing_before" ] || { echo "the refused backing device was written"; fail=1; }
+expect_all refused grown
+expect_all ok grown_message
+expect_unchanged cache-ring backing-ring
 [ "$fail" = 0 ] && echo "no rollback on restart, one read cache cell works, a grown ring is refused untouched"
 exit $fail

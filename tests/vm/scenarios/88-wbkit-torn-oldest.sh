@@ -15,14 +15,12 @@
 # loses writes, reported as upstream's defect), then by dm-wbkit, each on a
 # fresh copy, and the logical device is checked with wbstamp verify against
 # the writes the recording had acknowledged.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=600
 
-work=$(mktemp -d "$VM_WORK/torn-oldest.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+make_devices	# the disks are copies of the fixtures, made below
 disks=()
 for state in upstream:48 wbkit:80; do
 	name=${state%%:*}
@@ -34,20 +32,17 @@ for state in upstream:48 wbkit:80; do
 	done
 done
 
-rc=0
-vm_run - "${disks[@]}" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
-if wb_has_upstream; then wb_load_target upstream; fi
-wb_load_target wbkit target_name=wbkit
+run_guest "${disks[@]}" <<'GUEST'
+wb_load_both_targets
 W="--seed 11 --size 4194304 --partial-pct 20 --ops 720"
-# check <tag> <target> <backing> <cache> <flushed>
+# check <tag> <backing> <cache> <flushed> <target>
 check() {
-	if ! $DMSETUP create t --table "0 $(wb_sectors $3) $2 $3 $4"; then
+	if ! $DMSETUP create t --table "0 $(wb_sectors $2) $5 $2 $3"; then
 		wb_report "$1" construct-failed
 		return
 	fi
 	$DMSETUP mknodes t
-	if $WBSTAMP verify /dev/mapper/t $W --flushed "$5" >/tmp/v.out 2>&1; then
+	if $WBSTAMP verify /dev/mapper/t $W --flushed "$4" >/tmp/v.out 2>&1; then
 		wb_report "$1" kept
 	else
 		wb_report "$1" lost
@@ -55,10 +50,8 @@ check() {
 	fi
 	$DMSETUP remove t
 }
-if wb_has_upstream; then check upstream_state_on_upstream writeboost /dev/vda /dev/vdb 48; fi
-check upstream_state_on_wbkit wbkit /dev/vdc /dev/vdd 48
-if wb_has_upstream; then check wbkit_state_on_upstream writeboost /dev/vde /dev/vdf 80; fi
-check wbkit_state_on_wbkit wbkit /dev/vdg /dev/vdh 80
+wb_on_both_targets check "upstream_state_on_upstream /dev/vda /dev/vdb 48" "upstream_state_on_wbkit /dev/vdc /dev/vdd 48"
+wb_on_both_targets check "wbkit_state_on_upstream /dev/vde /dev/vdf 80" "wbkit_state_on_wbkit /dev/vdg /dev/vdh 80"
 dmesg | grep -i 'torn rewrite' | head -3
 GUEST
 [ "$rc" = 0 ] || exit 1

@@ -20,24 +20,16 @@
 # run (PARTIAL).
 # The outputs are kept in the log folder (WBSTAT_RESULTS=<dir> keeps them
 # there instead): fixtures/status/ holds such captures as fixtures.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 wbkit_need_guest_tool wbstat
 VM_TIMEOUT=480
 
-work=$(mktemp -d "$VM_WORK/wbstat.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 32M
-vm_image "$work/cache-up.img" 8M
-vm_image "$work/cache-wk.img" 8M
-vm_image "$work/cache-dead.img" 8M
-vm_image "$work/out.img" 8M
+# out (/dev/vde): the guest's outputs, a tar file.
+make_devices backing 32M cache-up 8M cache-wk 8M cache-dead 8M out 8M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache-up.img" "$work/cache-wk.img" "$work/cache-dead.img" "$work/out.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 WBSTAT=/usr/local/bin/wbstat
 [ -x $WBSTAT ] || wb_skip "wbstat is not in the initramfs"
 OUT=/tmp/out
@@ -131,9 +123,8 @@ echo $? >$OUT/linear.rc
 $DD if=/tmp/out.tar of=/dev/vde bs=64k conv=sync oflag=direct 2>/dev/null || wb_fail "cannot write the results"
 wb_report results ok
 GUEST
-[ "$rc" = 0 ] || exit 1
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
-wbkit_expect results ok || exit 1
+guest_passed
+require_all ok results
 
 results=${WBSTAT_RESULTS:-$VM_LOG_DIR/wbstat-results}
 rm -rf "$results"

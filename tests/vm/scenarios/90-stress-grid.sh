@@ -35,7 +35,6 @@
 # dm-delay (at least 2 ms). No acknowledged write may be lost, dm-wbkit
 # must stay live, and every EIO the reader saw must be one the target
 # counted (error_counts failed_requests, per instance).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 seeds=${WBKIT_STRESS_SEEDS:-1}
@@ -53,13 +52,8 @@ VM_TIMEOUT=${WBKIT_STRESS_TIMEOUT:-2400}
 # (tests/crash/README.md), and every row constructs three times.
 VM_MEM=$((VM_MEM > 2048 ? VM_MEM : 2048))
 
-work=$(mktemp -d "$VM_WORK/stress.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+make_devices backing-up 16M cache-up 6M backing-wb 16M cache-wb 6M
 wbkit_guest_program wbstress.c "$work/prog.img"
-vm_image "$work/backing-up.img" 16M
-vm_image "$work/cache-up.img" 6M
-vm_image "$work/backing-wb.img" 16M
-vm_image "$work/cache-wb.img" 6M
 
 # The grid: writeback_threshold, nr_max_batched_writeback,
 # update_sb_record_interval, sync_data_interval, read_cache_threshold,
@@ -88,10 +82,7 @@ dd if="$work/grid.txt" of="$work/grid.img" conv=notrunc status=none
 
 fail=0
 for seed in $seeds; do
-	rc=0
-	vm_run - "$work/backing-up.img" "$work/cache-up.img" "$work/backing-wb.img" "$work/cache-wb.img" \
-		"$work/prog.img" "$work/grid.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+	run_guest "$work/prog.img" "$work/grid.img" <<GUEST
 SEED=$seed
 OPS=$ops
 WITH_UPSTREAM=$with_upstream

@@ -34,7 +34,6 @@
 #    4 slots holding ids 5..8, slots 2 and 3 fail their checksums): slot 2
 #    is a torn rewrite, slot 3 the torn newest; last_flushed_id must be 7,
 #    not 0, and the next segment must be 8 in slot 3, not 1 over slot 0.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
@@ -43,31 +42,21 @@ wbkit_need_tool wbreplay
 VM_TIMEOUT=900
 PY=/usr/bin/python3
 
-work=$(mktemp -d "$VM_WORK/replay-findings.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-for who in up wb; do
-	vm_image "$work/f1-$who-backing.img" 32M
-	vm_image "$work/f1-$who-cache.img" 9M
-done
+make_devices f1-up-backing 32M f1-up-cache 9M f1-wb-backing 32M f1-wb-cache 9M
 
 # --- finding 1, the log: each module writes its own -----------------------
 W="--seed 91 --size 24M --ops 5080 --flush-every 127 --final-flush"
-rc=0
-vm_run - "$work/f1-up-backing.img" "$work/f1-up-cache.img" "$work/f1-wb-backing.img" "$work/f1-wb-cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
-if wb_has_upstream; then wb_load_target upstream; fi
-wb_load_target wbkit target_name=wbkit
-write_log() {
-	wb_dm_create \$1 "0 \$(wb_sectors \$3) \$2 \$3 \$4"
+run_guest <<GUEST
+wb_load_both_targets
+write_log() { # <name> <backing> <cache> <target>
+	wb_dm_create \$1 "0 \$(wb_sectors \$2) \$4 \$2 \$3"
 	\$WBSTAMP write /dev/mapper/\$1 $W >/dev/null || wb_fail "\$1: wbstamp write failed"
 	wb_report "\$1_status" "\$(wb_dm_status \$1)"
 	\$DMSETUP remove \$1 || wb_fail "\$1: remove failed"
 }
-if wb_has_upstream; then write_log up writeboost /dev/vda /dev/vdb; fi
-write_log wb wbkit /dev/vdc /dev/vdd
+wb_on_both_targets write_log "up /dev/vda /dev/vdb" "wb /dev/vdc /dev/vdd"
 GUEST
-[ "$rc" = 0 ] || exit 1
-[ -z "$(vm_result skip)" ] || { echo "skip: $(vm_result skip)"; exit 77; }
+guest_passed
 
 # Flips byte 100 of data block 0 of segment max_id - 12; prints its slot and id.
 corrupt() {
@@ -162,13 +151,9 @@ for who in up wb; do
 	"$PY" "$work/gen.py" 3 "$work/f3-$who-cache.img" "$work/f3-$who-backing.img" "$WBKIT_ROOT/tests/cli"
 done
 
-rc=0
-vm_run - "$work/f1-up-backing.img" "$work/f1-up-cache.img" "$work/f1-wb-backing.img" "$work/f1-wb-cache.img" \
-	"$work/f2-up-backing.img" "$work/f2-up-cache.img" "$work/f2-wb-backing.img" "$work/f2-wb-cache.img" \
-	"$work/f3-up-backing.img" "$work/f3-up-cache.img" "$work/f3-wb-backing.img" "$work/f3-wb-cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
-if wb_has_upstream; then wb_load_target upstream; fi
-wb_load_target wbkit target_name=wbkit
+run_guest "$work/f2-up-backing.img" "$work/f2-up-cache.img" "$work/f2-wb-backing.img" "$work/f2-wb-cache.img" \
+	"$work/f3-up-backing.img" "$work/f3-up-cache.img" "$work/f3-wb-backing.img" "$work/f3-wb-cache.img" <<GUEST
+wb_load_both_targets
 digest() { \$DD if=\$1 bs=1M iflag=direct 2>/dev/null | wb_digest; }
 letter() { \$DD if=\$1 bs=512 skip=\$2 count=1 iflag=direct 2>/dev/null | cut -c1 | head -n 1; }
 
@@ -200,21 +185,20 @@ dmesg | grep -q "Not replayed; see wbdump and wbrecover" && wb_report f1_wb_log 
 dmesg | grep "Not replayed" | tail -n 1
 
 # Finding 2: upstream on /dev/vde+vdf, dm-wbkit on /dev/vdg+vdh.
-check2() {
-	wb_dm_create \$1 "0 \$(wb_sectors \$3) \$2 \$3 \$4"
+check2() { # <name> <backing> <cache> <target>
+	wb_dm_create \$1 "0 \$(wb_sectors \$2) \$4 \$2 \$3"
 	wb_report "f2_\$1_status" "\$(wb_dm_status \$1 | cut -d' ' -f5-7 | tr ' ' ,)"
 	wb_report "f2_\$1_read" "\$(letter /dev/mapper/\$1 800)"
 	\$DMSETUP remove \$1 || wb_fail "\$1: remove failed"
-	wb_dm_create \$1 "0 \$(wb_sectors \$3) \$2 \$3 \$4"
+	wb_dm_create \$1 "0 \$(wb_sectors \$2) \$4 \$2 \$3"
 	wb_report "f2_\$1_read_again" "\$(letter /dev/mapper/\$1 800)"
 	\$DMSETUP remove \$1 || wb_fail "\$1: remove failed"
 }
-if wb_has_upstream; then check2 up writeboost /dev/vde /dev/vdf; fi
-check2 wb wbkit /dev/vdg /dev/vdh
+wb_on_both_targets check2 "up /dev/vde /dev/vdf" "wb /dev/vdg /dev/vdh"
 
 # Finding 3: upstream on /dev/vdi+vdj, dm-wbkit on /dev/vdk+vdl.
-check3() {
-	if ! \$DMSETUP create \$1 --table "0 \$(wb_sectors \$3) \$2 \$3 \$4"; then
+check3() { # <name> <backing> <cache> <target>
+	if ! \$DMSETUP create \$1 --table "0 \$(wb_sectors \$2) \$4 \$2 \$3"; then
 		wb_report "f3_\$1_status" refused
 		return
 	fi
@@ -225,8 +209,7 @@ check3() {
 	wb_report "f3_\$1_after_write" "\$(wb_dm_status \$1 | cut -d' ' -f5-7 | tr ' ' ,)"
 	\$DMSETUP remove \$1 || wb_fail "\$1: remove failed"
 }
-if wb_has_upstream; then check3 up writeboost /dev/vdi /dev/vdj; fi
-check3 wb wbkit /dev/vdk /dev/vdl
+wb_on_both_targets check3 "up /dev/vdi /dev/vdj" "wb /dev/vdk /dev/vdl"
 GUEST
 [ "$rc" = 0 ] || exit 1
 

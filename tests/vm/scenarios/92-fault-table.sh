@@ -42,21 +42,18 @@
 # waited for) and to a signal, and says in the kernel log what is left.
 # Cache flush and backing flush errors: 40-wbkit-failstop.sh (a whole
 # device that fails everything; a flush cannot fail alone under dm-flakey).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=900
 
-work=$(mktemp -d "$VM_WORK/fault-table.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+make_devices backing 64M cache 16M
 
 # The guest script, for W=upstream or W=wbkit: one boot each, since a row
 # can leave upstream's device stuck (see bounded).
 guest_script() {
 	echo "W=$1"
 	cat <<'GUEST'
-. /lib/wbguest.sh
 if [ "$W" = upstream ]; then wb_load_target upstream; else wb_load_target wbkit; fi
 T=writeboost
 LB=$(wb_sectors /dev/vda)
@@ -98,9 +95,6 @@ again() {
 	$DMSETUP remove wb 2>/dev/null
 	r create failed
 	return 1
-}
-swap() {
-	$DMSETUP load "$1" --table "$2" && $DMSETUP resume "$1" || wb_fail "cannot swap $1"
 }
 # r <key> <value>: one result of this module and row.
 r() { wb_report "${W}_${ROW}_$1" "$2"; }
@@ -150,6 +144,17 @@ state() {
 counts() { [ "$W" = wbkit ] && r counts "$($DMSETUP message wb 0 error_counts | tr ' ' ,)"; true; }
 cause() { [ "$W" = wbkit ] && r cause "$($DMSETUP message wb 0 dead_cause | tr ' ' ,)"; true; }
 vda_blk() { $DD if=/dev/vda bs=4k count=1 skip="$1" iflag=direct 2>/dev/null | wb_digest; }
+# written_back <seconds> <state key>: the end of a row whose stamped writes
+# must reach the backing device: drop_caches (within <seconds>), the state
+# after it, the error counts, teardown, then the writes read from /dev/vda
+# alone (home).
+written_back() {
+	timeout "$1" $DMSETUP message wb 0 drop_caches && r drop yes || r drop no
+	r "$2" "$(state)"
+	counts
+	teardown
+	$WBSTAMP verify /dev/vda $STAMP --flushed 64 --base-any >/dev/null 2>&1 && r home yes || r home no
+}
 
 rows() {
 	STAMP="--seed 39 --offset 16M --size 256K --ops 64"
@@ -161,11 +166,7 @@ rows() {
 	r state "$(state)"
 	$WBSTAMP verify $dev $STAMP --flushed 64 --base-any >/dev/null 2>&1 && r dirty_reads yes || r dirty_reads no
 	r live "$(live)"
-	timeout 120 $DMSETUP message wb 0 drop_caches && r drop yes || r drop no
-	r state_after "$(state)"
-	counts
-	teardown
-	$WBSTAMP verify /dev/vda $STAMP --flushed 64 --base-any >/dev/null 2>&1 && r home yes || r home no
+	written_back 120 state_after
 
 	ROW=partial
 	mk $T "$bad_backing" "$linear_cache"
@@ -176,7 +177,7 @@ rows() {
 	r live "$(live)"
 	counts
 	# The disk reallocates a pending sector on a write: writeback works.
-	swap backd "$linear_backing"
+	wb_swap_table backd "$linear_backing"
 	timeout 120 $DMSETUP message wb 0 drop_caches && r drop yes || r drop no
 	teardown
 	[ "$($DD if=/dev/vda bs=512 count=1 skip=$((BAD + 1)) iflag=direct 2>/dev/null | tr -d P | wc -c)" = 0 ] && r home yes || r home no
@@ -186,7 +187,7 @@ rows() {
 	blk 1000 >/dev/null && r eio no || r eio yes
 	blk 1000 >/dev/null && r eio2 no || r eio2 yes
 	r state "$(state)"
-	swap backd "$linear_backing"
+	wb_swap_table backd "$linear_backing"
 	for i in 1 2 3; do b=$(blk 1000 | wb_digest); done
 	[ "$b" = "$(vda_blk 1000)" ] && r reads_after yes || r reads_after no
 	r live "$(live)"
@@ -210,7 +211,7 @@ rows() {
 	sleep 3
 	$DMSETUP remove wb
 	again $T "2 update_sb_record_interval 1" || wb_fail "$W $ROW: create failed"
-	swap cached "$(cache_hole 2056 8)"
+	wb_swap_table cached "$(cache_hole 2056 8)"
 	if true; then
 		b=$(blk 5000 | wb_digest)
 		[ "$b" = "$(want C)" ] && r reads yes || r reads "no:${b:-eio}"
@@ -230,7 +231,7 @@ rows() {
 		if [ $ROW != replay ]; then
 			again $T || wb_fail "$W $ROW: create failed"
 		fi
-		swap cached "$(cache_hole 2056 8)"
+		wb_swap_table cached "$(cache_hole 2056 8)"
 		if [ $ROW = replay ]; then
 			again $T && r refused no || r refused yes
 			$DMSETUP remove wb 2>/dev/null
@@ -246,7 +247,7 @@ rows() {
 			timeout 60 $DMSETUP remove wb && r removed yes || r removed no
 		fi
 		# Nothing was lost: the block reads again once the cache device does.
-		swap cached "$linear_cache"
+		wb_swap_table cached "$linear_cache"
 		again $T || wb_fail "$W $ROW: the target refuses the cache device after the fault"
 		[ "$(blk 5000 | wb_digest)" = "$(want D)" ] && r kept yes || r kept no
 		timeout 120 $DMSETUP message wb 0 drop_caches || r drop2 failed
@@ -262,7 +263,7 @@ rows() {
 	mk $T "$linear_backing" "$linear_cache"
 	put 5000 E || r write failed
 	$DMSETUP remove wb
-	swap cached "$(cache_hole 2056 8)"
+	wb_swap_table cached "$(cache_hole 2056 8)"
 	$DMSETUP create wb --notable || wb_fail "$W $ROW: create --notable"
 	tbl="0 $LB $T /dev/mapper/backd /dev/mapper/cached"
 	if $DMSETUP load wb --table "$tbl" 2>/dev/null; then
@@ -270,7 +271,7 @@ rows() {
 	else
 		r first_resume load_failed
 	fi
-	swap cached "$linear_cache"
+	wb_swap_table cached "$linear_cache"
 	if ! $DMSETUP table wb 2>/dev/null | grep -q .; then
 		$DMSETUP load wb --table "$tbl" 2>/dev/null || r retry load_failed
 	fi
@@ -286,16 +287,12 @@ rows() {
 	ROW=slow
 	mk $T "0 $LB delay /dev/vda 0 40" "0 $LC delay /dev/vdb 0 20"
 	$WBSTAMP write $dev $STAMP --flush-every 16 >/dev/null 2>&1 && r writes yes || r writes no
-	timeout 300 $DMSETUP message wb 0 drop_caches && r drop yes || r drop no
-	r state "$(state)"
-	counts
-	teardown
-	$WBSTAMP verify /dev/vda $STAMP --flushed 64 --base-any >/dev/null 2>&1 && r home yes || r home no
+	written_back 300 state
 
 	ROW=wb_write
 	mk $T "$linear_backing" "$linear_cache"
 	put 5000 B || r write failed
-	swap backd "0 $LB flakey /dev/vda 0 0 60 1 error_writes"
+	wb_swap_table backd "0 $LB flakey /dev/vda 0 0 60 1 error_writes"
 	bounded drop_fails $DMSETUP message wb 0 drop_caches && r drop_fails no || r drop_fails yes
 	r state "$(state)"
 	cause
@@ -307,7 +304,7 @@ rows() {
 	mk $T "$linear_backing" "$linear_cache" "2 update_sb_record_interval 1"
 	put 5000 S || r write failed
 	# The record is written every second, changed or not: dead from here.
-	swap cached "$(cache_hole 2040 8)"
+	wb_swap_table cached "$(cache_hole 2040 8)"
 	bounded drop $DMSETUP message wb 0 drop_caches
 	sleep 3
 	r state "$(state)"
@@ -318,7 +315,7 @@ rows() {
 	# Slot 1 of the ring fails writes from the start: segment 2 dies there.
 	ROW=seg_write
 	mk $T "$linear_backing" "$linear_cache"
-	swap cached "$(cache_hole 3072 1024)"
+	wb_swap_table cached "$(cache_hole 3072 1024)"
 	bounded writes_fail $WBSTAMP write $dev --seed 40 --size 8M --ops 400 --flush-every 50 >/dev/null 2>&1 &&
 		r writes_fail no || r writes_fail yes
 	r state "$(state)"
@@ -332,7 +329,7 @@ rows() {
 	SMALL=$((2048 + 4 * 1024))
 	mk $T "$linear_backing" "0 $SMALL linear /dev/vdb 0"
 	$WBSTAMP write $dev --seed 40 --size 8M --ops 300 --flush-every 50 >/dev/null 2>&1 || r stamp failed
-	swap cached "$(cache_hole 3072 8 $SMALL)"
+	wb_swap_table cached "$(cache_hole 3072 8 $SMALL)"
 	bounded writes_fail $WBSTAMP write $dev --seed 40 --size 8M --first 301 --ops 1200 --flush-every 50 >/dev/null 2>&1 &&
 		r writes_fail no || r writes_fail yes
 	r state "$(state)"
@@ -377,7 +374,7 @@ ROW=signal_100ms
 r rc "$(cat /tmp/drop.rc)"
 r cs $((t1 - t0))
 r state "$(state)"
-swap backd "$linear_backing"
+wb_swap_table backd "$linear_backing"
 timeout 300 $DMSETUP message wb 0 drop_caches && r drop yes || r drop no
 teardown
 $WBSTAMP verify /dev/vda --seed 42 --size 32M --ops 2048 --flushed 2048 --base-any >/dev/null 2>&1 && r home yes || r home no
@@ -392,11 +389,8 @@ results=$work/results
 : >"$results"
 for who in upstream wbkit; do
 	[ $who = wbkit ] || [ "$with_upstream" = 1 ] || continue
-	vm_image "$work/backing.img" 64M
-	vm_image "$work/cache.img" 16M
-	rc=0
-	guest_script $who >"$work/guest-$who.sh"
-	vm_run "$work/guest-$who.sh" "$work/backing.img" "$work/cache.img" || rc=$?
+	fresh_devices	# each boot on devices of its own
+	run_guest < <(guest_script $who)
 	echo "fault table, $who: ${VM_ELAPSED}s"
 	[ "$rc" = 0 ] || { echo "the $who boot failed (log: $VM_LOG)"; exit 1; }
 	vm_results >>"$results"

@@ -17,23 +17,18 @@
 # windows wide (tests/mutants: no-recheck-after-lock-drop). A second round
 # puts dm-delay under the cache, so the sealed segments wait for their
 # write. WBKIT_HAMMER_SECONDS per round (20).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 seconds=${WBKIT_HAMMER_SECONDS:-20}
 VM_TIMEOUT=$((300 + 6 * seconds))
 VM_SMP=4
 
-work=$(mktemp -d "$VM_WORK/hammer.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# A 6 MiB cache, 1 MiB superblock + 10 segments: the ring wraps and buffers
+# are reused.
+make_devices backing 64M cache 6M
 wbkit_guest_program wbhammer.c "$work/prog.img"
-vm_image "$work/backing.img" 64M
-# 1 MiB superblock + 10 segments: the ring wraps and buffers are reused.
-vm_image "$work/cache.img" 6M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" "$work/prog.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest "$work/prog.img" <<GUEST
 wb_load_program /dev/vdc /tmp/wbhammer
 wb_load_target wbkit
 backing_sectors=\$(wb_sectors /dev/vda)

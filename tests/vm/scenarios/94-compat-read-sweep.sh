@@ -28,22 +28,17 @@
 # sweep; upstream's hits here depend on how the threshold was set, not on
 # the reads. Required of dm-wbkit: the data, no hits and no cache writes in
 # every pass of both cases; upstream's figures are reported.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 VM_TIMEOUT=900
 
-work=$(mktemp -d "$VM_WORK/read-sweep.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+make_devices backing 100M cache-up 10M cache-wb 10M
+# The backing device full of random data.
 head -c $((100 << 20)) /dev/urandom >"$work/backing.img"
 digest=$(sha256sum "$work/backing.img" | cut -d' ' -f1)
-vm_image "$work/cache-up.img" 10M
-vm_image "$work/cache-wb.img" 10M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache-up.img" "$work/cache-wb.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 BACKING_DIGEST=$digest
 backing_sectors=\$(wb_sectors /dev/vda)
 # cache_written <disk>: sectors written to it so far
@@ -74,24 +69,20 @@ sweep() {
 	done
 	\$DMSETUP remove wb || wb_fail "\$1: remove failed"
 }
-if wb_has_upstream; then
-	wb_load_target upstream
-	sweep upstream vdb message
-	sweep upstream vdb table
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-fi
-wb_load_target wbkit
-sweep wbkit vdc message
-sweep wbkit vdc table
+# sweeps <cache disk> <tag>: both cases on one module.
+sweeps() {
+	sweep \$2 \$1 message
+	sweep \$2 \$1 table
+}
+wb_on_both_modules sweeps vdb vdc
 wb_report done yes
 GUEST
 [ "$rc" = 0 ] || { echo "guest failed: $(vm_result fail) (log: $VM_LOG)"; exit 1; }
-wbkit_expect done yes || exit 1
+require_all yes done
 fail=0
 echo "per pass: full-size read hits, KiB written to the cache device, seconds, data"
 for how in message table; do
-	for tag in upstream wbkit; do
-		[ "$tag" = wbkit ] || [ "$with_upstream" = 1 ] || continue
+	for tag in $(modules_ran upstream wbkit); do
 		line="$tag, threshold by $how:"
 		for pass in 1 2 3; do
 			line="$line pass $pass $(vm_result "${tag}_${how}_$pass");"

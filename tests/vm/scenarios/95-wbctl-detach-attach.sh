@@ -25,35 +25,23 @@
 # VM_TIMEOUT_SCALE, for the sanitizer kernel.) Upstream's dm-writeboost
 # first, then dm-wbkit, in one boot; without upstream's module dm-wbkit's
 # part runs alone (PARTIAL).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 wbkit_upstream_parts
 wbkit_need_guest_tool wbctl
 VM_TIMEOUT=300
 
-work=$(mktemp -d "$VM_WORK/wbctl.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-for m in up wk; do
-	vm_image "$work/backing-$m.img" 256M
-	vm_image "$work/cache-$m.img" 64M
-done
+make_devices backing-up 256M cache-up 64M backing-wk 256M cache-wk 64M
 
-rc=0
-vm_run - "$work/backing-up.img" "$work/cache-up.img" "$work/backing-wk.img" "$work/cache-wk.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
-WBCTL=/usr/local/bin/wbctl
+run_guest <<'GUEST'
 [ -x $WBCTL ] || wb_skip "wbctl is not in the initramfs"
 modprobe ext4 || wb_fail "modprobe ext4 failed"
 mkdir -p /mnt
 
-# run_module <module> <tag> <backing> <cache>
+# run_module <tag> <backing> <cache> <module>: the case, on the module loaded
 run_module() {
-	mod=$1 tag=$2 B=$3 C=$4
-	wb_load_target "$mod"
-	$WBCTL create wb --backing "$B" --cache "$C" >/tmp/create.$tag 2>&1 ||
-		{ cat /tmp/create.$tag; wb_fail "$tag: wbctl create failed"; }
-	sed "s/^/$tag create: /" /tmp/create.$tag
+	tag=$1 B=$2 C=$3
+	wb_wbctl $tag create create wb --backing "$B" --cache "$C"
 	$DMSETUP mknodes
 	wb_report "${tag}_created" "$(wb_target_type wb)"
 	# The backing device is the target's now: a second device over it is refused.
@@ -62,33 +50,23 @@ run_module() {
 	sed "s/^/$tag create over a held device: /" /tmp/create2.$tag
 	$DMSETUP info wb2 >/dev/null 2>&1 && crc=made
 	wb_report "${tag}_create_held_rc" "$crc"
-	/sbin/mkfs.ext4 -q -F -b 4096 -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 /dev/mapper/wb ||
-		wb_fail "$tag: mkfs.ext4 failed"
-	mount -t ext4 -o noinit_itable /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
-	wb_busy_ext4_start $tag
-	fio_pid=$WB_FIO_PID
+	wb_busy_ext4_mkfs $tag
 	sleep 6
 
-	$WBCTL detach wb >/tmp/detach.$tag 2>&1 || { cat /tmp/detach.$tag; wb_fail "$tag: wbctl detach failed"; }
-	sed "s/^/$tag detach: /" /tmp/detach.$tag
-	wb_report_stall ${tag}_detach /tmp/detach.$tag
+	wb_wbctl_stall $tag detach detach wb
 	wb_report "${tag}_after_detach" "$(wb_target_type wb)"
 	sleep 3
-	kill -0 $fio_pid 2>/dev/null || { cat /tmp/fio.$tag; wb_fail "$tag: fio stopped during detach"; }
+	wb_busy_ext4_running $tag detach
 
-	$WBCTL attach wb --cache "$C" -o writeback_threshold=0 >/tmp/attach.$tag 2>&1 ||
-		{ cat /tmp/attach.$tag; wb_fail "$tag: wbctl attach failed"; }
-	sed "s/^/$tag attach: /" /tmp/attach.$tag
-	wb_report_stall ${tag}_attach /tmp/attach.$tag
+	wb_wbctl_stall $tag attach attach wb --cache "$C" -o writeback_threshold=0
 	wb_report "${tag}_after_attach" "$(wb_target_type wb)"
 	sleep 4
-	kill -0 $fio_pid 2>/dev/null || { cat /tmp/fio.$tag; wb_fail "$tag: fio stopped during attach"; }
+	wb_busy_ext4_running $tag attach
 
 	dirty=$($DMSETUP status wb | cut -d' ' -f10)
 	wb_report "${tag}_dirty_before_flush" "$dirty"
-	$WBCTL flush wb >/tmp/flush.$tag 2>&1 || { cat /tmp/flush.$tag; wb_fail "$tag: wbctl flush failed"; }
-	sed "s/^/$tag flush: /" /tmp/flush.$tag
-	kill -0 $fio_pid 2>/dev/null || { cat /tmp/fio.$tag; wb_fail "$tag: fio stopped during flush"; }
+	wb_wbctl $tag flush flush wb
+	wb_busy_ext4_running $tag flush
 	sleep 2
 
 	wb_busy_ext4_finish $tag
@@ -104,43 +82,23 @@ run_module() {
 	$DMSETUP remove wb || wb_fail "$tag: dmsetup remove failed"
 }
 
-if wb_has_upstream; then
-	run_module upstream up /dev/vda /dev/vdb
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
-fi
-run_module wbkit wk /dev/vdc /dev/vdd
+wb_on_both_modules run_module "up /dev/vda /dev/vdb" "wk /dev/vdc /dev/vdd"
 wb_report finished 1
 GUEST
-[ "$rc" = 0 ] || { echo "guest failed (rc $rc): $(vm_result fail) (log: $VM_LOG)"; exit 1; }
-[ -z "$(vm_result skip)" ] || { echo "$(vm_result skip)"; exit 77; }
+guest_passed
 fail=0
-tags=wk
-[ "$with_upstream" = 1 ] && tags="up wk"
-for t in $tags; do
-	wbkit_expect ${t}_created writeboost || fail=1
-	wbkit_expect ${t}_create_held_rc 4 || fail=1
-	wbkit_expect ${t}_recreate_start replayed || fail=1
-	wbkit_expect ${t}_fsck2_rc 0 || fail=1
-	wbkit_expect ${t}_after_detach linear || fail=1
-	wbkit_expect ${t}_after_attach writeboost || fail=1
-	wbkit_expect ${t}_fio_rc 0 || fail=1
-	wbkit_expect ${t}_fio_err 0 || fail=1
-	wbkit_expect ${t}_verify_rc 0 || fail=1
-	wbkit_expect ${t}_verify_err 0 || fail=1
-	wbkit_expect ${t}_static ok || fail=1
-	wbkit_expect ${t}_fsck_rc 0 || fail=1
-	for c in detach attach; do
-		ms=$(vm_result ${t}_${c}_stall_ms)
-		# A slower kernel (the sanitizer one: VM_TIMEOUT_SCALE=3) gets
-		# as much more time.
-		limit=$((1000 * VM_TIMEOUT_SCALE))
-		[ "$t$c" = updetach ] && limit=$((2000 * VM_TIMEOUT_SCALE))
-		echo "$t $c: I/O held ${ms} ms (limit $limit ms)"
-		if ! [ -n "$ms" ] || [ "$ms" -ge $limit ]; then
-			echo "$t $c: stall '${ms}' ms, not under $limit ms (log: $VM_LOG)"
-			fail=1
-		fi
-	done
+for t in $(modules_ran up wk); do
+	expect_all writeboost "${t}_created" "${t}_after_attach"
+	expect_all 4 "${t}_create_held_rc"
+	expect_all replayed "${t}_recreate_start"
+	expect_all 0 "${t}_fsck2_rc"
+	expect_all linear "${t}_after_detach"
+	expect_busy_ext4 "$t"
+	# Under a second; upstream's detach under two (see above).
+	limit=1
+	[ "$t" = up ] && limit=2
+	expect_stall "$t" detach $limit || fail=1
+	expect_stall "$t" attach 1 || fail=1
 	echo "$t flush: $(vm_result ${t}_dirty_before_flush) dirty blocks before it"
 	echo "$t fio, its slowest I/Os over the run (latency bucket, upper bound): $(vm_result ${t}_fio_slowest)"
 done

@@ -35,25 +35,19 @@
 # Debian's dm-writeboost when it is built: the moved copies are plain newer
 # entries of the format) to the same data; drop_caches then leaves the
 # backing device equal to the offline replay.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_need_tool wbreplay
 wbkit_need_tool wbdump
 wbkit_prepare
 VM_TIMEOUT=420
 
-work=$(mktemp -d "$VM_WORK/wbkit-forward.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 48M
-vm_image "$work/cache.img" 8M
+make_devices backing 48M cache 8M
 
 # 38 MiB: between B's region and fio's, 512 KiB aligned.
 SUPERSEDED_BLOCK=9728
 A="--seed 97 --ops 3000 --size 32M"
 B="--seed 98 --ops 3000 --offset 32M --size 6M --partial-pct 20"
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 wb_load_target wbkit
 table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
 dev=/dev/mapper/wb
@@ -103,9 +97,7 @@ if [ "$(vm_result newer_live)" != ok ]; then
 		echo "block $SUPERSEDED_BLOCK reads its older, superseded copy"
 	exit 1
 fi
-for k in write_a write_b verify_a_live verify_b_live race; do
-	wbkit_expect "$k" ok || exit 1
-done
+require_all ok write_a write_b verify_a_live verify_b_live race
 # Status fields 2 and 7: nr_cache_blocks, nr_dirty_cache_blocks. A move
 # that unhashes an entry twice drives the count below zero (a huge number).
 vm_result status_written | awk 'NF >= 7 && $7 <= $2 { ok = 1 } END { exit !ok }' ||
@@ -120,9 +112,7 @@ if [ "$dump_rc" != 0 ]; then
 	grep -iE "finding|error|warn|bad|stale" "$work/wbdump.txt" | head -10
 	exit 1
 fi
-cp "$work/backing.img" "$work/offline.img"
-cp "$work/cache.img" "$work/cache-copy.img"
-"$wbreplay" --cache "$work/cache-copy.img" --backing "$work/offline.img" -q || { echo "wbreplay failed"; exit 1; }
+replay_offline || exit 1
 for w in "$A" "$B"; do
 	# shellcheck disable=SC2086
 	"$VM_WBSTAMP" verify "$work/offline.img" $w --flushed 3000 || { echo "offline replay fails verification"; exit 1; }
@@ -134,9 +124,7 @@ offline_sum=$(sha256sum <"$work/offline.img" | cut -d' ' -f1)
 
 replayer=wbkit
 vm_has_upstream && replayer=upstream
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest <<GUEST
 wb_load_target $replayer
 dev=/dev/mapper/wb
 wb_dm_create wb "0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
@@ -147,12 +135,9 @@ wb_report sum_replayed "\$(\$SHA256SUM <\$dev | cut -d' ' -f1)"
 wb_report done yes
 GUEST
 [ "$rc" = 0 ] || exit 1
-wbkit_expect done yes || exit 1
+require_all yes done
 echo "replayed by $replayer: $(vm_result status_replayed)"
 [ "$(vm_result sum_replayed)" = "$offline_sum" ] || { echo "$replayer's replay differs from the live device"; exit 1; }
-if ! cmp -s "$work/backing.img" "$work/offline.img"; then
-	echo "the backing device after drop_caches differs from the offline replay:"
-	cmp -l "$work/backing.img" "$work/offline.img" | head -5
+images_equal "$work/backing.img" "$work/offline.img" "the backing device after drop_caches differs from the offline replay" ||
 	exit 1
-fi
 echo "live == offline replay == $replayer's replay == written back"

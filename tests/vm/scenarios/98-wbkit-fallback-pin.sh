@@ -39,30 +39,21 @@
 #
 # dm-wbkit only: upstream's dm-writeboost has no fallback (a clean copy
 # the cache cannot read kills it, scenario 92).
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=420
 # dump_stack() of the slow-wait reports prints "Call Trace:": expected here.
 VM_FAIL_PATTERNS='Kernel panic|BUG: |Oops: |general protection fault|WARNING: CPU: |\] WARNING: |UBSAN:|KASAN:|blocked for more than|ODEBUG: '
 
-work=$(mktemp -d "$VM_WORK/fallback-pin.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-vm_image "$work/backing.img" 64M
-vm_image "$work/cache.img" 32M
+make_devices backing 64M cache 32M
 
-rc=0
-vm_run - "$work/backing.img" "$work/cache.img" <<'GUEST' || rc=$?
-. /lib/wbguest.sh
+run_guest <<'GUEST'
 wb_load_target wbkit
-LB=$(wb_sectors /dev/vda)
-LC=$(wb_sectors /dev/vdb)
+wb_swappable_disks
 dev=/dev/mapper/wb
 # 62 slots of 1024 sectors from sector 2048; block 0 of slot 0 at 2056.
 SLOTS=$(((LC - 2048) / 1024))
 [ "$SLOTS" = 62 ] || wb_fail "expected 62 slots, got $SLOTS"
-wb_dm_create backd "0 $LB linear /dev/vda 0"
-wb_dm_create cached "0 $LC linear /dev/vdb 0"
 wb_dm_create cacherd "0 2056 linear /dev/vdb 0
 2056 8 error
 2064 $((LC - 2064)) linear /dev/vdb 2064"
@@ -79,7 +70,7 @@ $DD if=/tmp/ring bs=4k count=1 2>/dev/null | wb_digest >/tmp/want0
 $DMSETUP suspend cached && $DMSETUP load cached --table "0 $LC delay /dev/mapper/cacherd 0 8000 /dev/vdb 0 0" &&
 	$DMSETUP resume cached || wb_fail "cannot slow the cache device's reads"
 echo 4 2>/dev/null >/sys/module/dm_wbkit/parameters/slow_wait_secs || wb_report slow_wait_secs absent
-echo "wbscenario: cycle begins" >/dev/kmsg
+wb_log_mark "cycle begins"
 start=$(date +%s)
 $DD if=$dev of=/tmp/r0 bs=4k count=1 iflag=direct 2>/tmp/r0.err &
 R=$!
@@ -111,7 +102,7 @@ wait $R && wb_report r_read ok || { wb_report r_read failed; cat /tmp/r0.err; }
 wait $W && wb_report w_write ok || { wb_report w_write failed; cat /tmp/w.err; }
 [ "$(wb_digest </tmp/r0)" = "$(cat /tmp/want0)" ] && wb_report r_data ok || wb_report r_data wrong
 wb_report counts "$($DMSETUP message wb 0 error_counts | tr ' ' ,)"
-log=$(dmesg | sed -n '/wbscenario: cycle begins/,$p')
+log=$(wb_log_since "cycle begins")
 wb_report slow_flusher "$(echo "$log" | grep -c 'has waited more than 4 s in wb_write_segment')"
 wb_report slow_writer "$(echo "$log" | grep -c 'has waited more than 4 s in __wb_get_cur')"
 echo "$log" | grep 'has waited more than' | sed 's/^/dmesg: /'
@@ -127,20 +118,15 @@ $CMP -s /tmp/ring /tmp/ringback && wb_report ring_data ok || wb_report ring_data
 $DMSETUP remove wb || wb_fail "remove"
 wb_report dead_end "no"
 GUEST
-[ "$rc" = 0 ] || { echo "guest failed (rc $rc, log: $VM_LOG)"; exit 1; }
-[ "$(vm_result skip)" = "" ] || { echo "$(vm_result skip)"; exit 77; }
+guest_passed
 echo "cycle: $(vm_result cycle) (${VM_ELAPSED:-?} s boot); R+W done in $(vm_result cycle_seconds) s; W waiting at 4 s: $(vm_result w_waiting_at_4s)"
 echo "error counts: $(vm_result counts)"
 echo "slow-wait reports: flusher $(vm_result slow_flusher), writer $(vm_result slow_writer)"
 fail=0
-wbkit_expect w_waiting_at_4s yes || fail=1
-wbkit_expect cycle done || fail=1
-wbkit_expect r_read ok || fail=1
-wbkit_expect r_data ok || fail=1
-wbkit_expect w_write ok || fail=1
-wbkit_expect w_data ok || fail=1
-wbkit_expect ring_data ok || fail=1
-wbkit_expect dead_end no || fail=1
+expect_all yes w_waiting_at_4s
+expect_all done cycle
+expect_all ok r_read r_data w_write w_data ring_data
+expect_all no dead_end
 fallbacks=$(vm_result counts | tr , '\n' | sed -n '/^cache_read_fallback$/{n;p}')
 [ "$fallbacks" = 1 ] || { echo "expected one cache_read_fallback, got '$fallbacks'"; fail=1; }
 [ "$(vm_result slow_flusher)" -ge 1 ] 2>/dev/null || { echo "the flusher's wait for the pin did not report itself"; fail=1; }

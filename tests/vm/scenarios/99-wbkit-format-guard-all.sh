@@ -22,7 +22,6 @@
 # ReiserFS, ISO 9660, MD 0.90/1.0 and last-MiB data, and replays a bad
 # `WBst`: run this scenario with VM_WBKIT_KO=<that module> (and a VM_WORK of
 # its own) to see it fail on those.
-set -euo pipefail
 source "$(dirname "$0")/wbkit-lib.inc"
 wbkit_prepare
 VM_TIMEOUT=600
@@ -33,8 +32,10 @@ for t in blkid mkfs.ext4 mkfs.xfs mkfs.btrfs mkfs.f2fs mkfs.nilfs2 mkfs.jfs mkfs
 	need "$t"
 done
 
-work=$(mktemp -d "$VM_WORK/wbkit-guard-all.XXXXXX")
+# backing is /dev/vda; the disk of foreign devices ($all, /dev/vdb) is made below.
+make_devices backing 32M
 loopdev=
+# The exit trap (instead of make_devices'): the loop device too.
 cleanup() {
 	[ -z "$loopdev" ] || losetup -d "$loopdev" 2>/dev/null || true
 	rm -rf "$work"
@@ -144,11 +145,8 @@ slice_sum() {
 }
 declare -A before
 for c in $cases; do before[$c]=$(slice_sum "$c"); done
-vm_image "$work/backing.img" 32M
 
-rc=0
-vm_run - "$work/backing.img" "$all" <<GUEST || rc=$?
-. /lib/wbguest.sh
+run_guest "$all" <<GUEST
 wb_load_target wbkit
 LB=\$(wb_sectors /dev/vda)
 echo "$manifest" | while read -r name start len; do
