@@ -3,6 +3,7 @@
 // kmod/README.md's option table and error_counts order, dm-wbkit(4), and the
 // library's own uses. A row changed in one place only fails here.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -304,4 +305,37 @@ TEST(Contract, FaultRowsNameRowsOfTheFaultScenario)
 		}
 	}
 	EXPECT_GE(keys, 12U);
+}
+
+// wbstat's JSON schema names the status numbers of the rows, and as
+// tunables upstream's status pairs and the table options the status does
+// not show: what report_status.cpp prints from the same rows.
+TEST(Contract, WbstatSchemaNamesTheRows)
+{
+	const auto schema = nlohmann::json::parse(source_file("docs/schemas/wbstat-1.schema.json"));
+	const auto& device = schema.at("properties").at("devices").at("items").at("properties");
+	std::vector<std::string> status_names;
+	for (const auto& [name, _] : device.at("status").at("properties").items())
+		status_names.push_back(name);
+	std::vector<std::string> expected;
+	for (const StatusFieldRow& row : status_field_rows)
+		expected.emplace_back(row.name);
+	expected.emplace_back("pairs");
+	std::sort(status_names.begin(), status_names.end());
+	std::sort(expected.begin(), expected.end());
+	EXPECT_EQ(status_names, expected);
+
+	std::vector<std::string> tunable_names;
+	for (const auto& [name, _] : device.at("tunables").at("properties").items())
+		tunable_names.push_back(name);
+	expected.clear();
+	for (const StatusPairRow& pair : status_pair_rows)
+		if (pair.upstream)
+			expected.emplace_back(pair.key);
+	for (const TunableRow& row : tunable_rows)
+		if (!status_shows_tunable(row.key))
+			expected.emplace_back(row.key);
+	std::sort(tunable_names.begin(), tunable_names.end());
+	std::sort(expected.begin(), expected.end());
+	EXPECT_EQ(tunable_names, expected);
 }

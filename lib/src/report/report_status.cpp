@@ -51,6 +51,18 @@ std::vector<TableTunable> table_only_tunables()
 }
 const std::vector<TableTunable> table_tunables = table_only_tunables();
 
+// The status line's numbers under the names of their rows
+// (format/wbkit_contract.h), then its pairs.
+ojson status_json(const WbStatus& s, ojson pairs)
+{
+	ojson status = ojson::object();
+#define WBKIT_STATUS_JSON(e, name, count) status[#name] = s.name;
+	WB_STATUS_FIELD_ROWS(WBKIT_STATUS_JSON)
+#undef WBKIT_STATUS_JSON
+	status["pairs"] = std::move(pairs);
+	return status;
+}
+
 std::optional<std::uint64_t> table_tunable(const WbDevice& d, const TableTunable& t)
 {
 	if (!d.table)
@@ -152,17 +164,7 @@ ojson device_json(const WbDevice& d, const std::optional<WbRates>* rates)
 		{"dead", optional_json(s.dead())},
 		{"dead_cause", optional_json(d.dead_cause)},
 		{"errors", errors_json(d.errors)},
-		{"status",
-		 {{"cursor_pos", s.cursor_pos},
-		  {"nr_cache_blocks", s.nr_cache_blocks},
-		  {"nr_segments", s.nr_segments},
-		  {"current_id", s.current_id},
-		  {"last_flushed_id", s.last_flushed_id},
-		  {"last_writeback_id", s.last_writeback_id},
-		  {"nr_dirty_cache_blocks", s.nr_dirty_cache_blocks},
-		  {"stat", s.stat},
-		  {"nr_partial_flushed", s.nr_partial_flushed},
-		  {"pairs", pairs}}},
+		{"status", status_json(s, std::move(pairs))},
 		{"table", table},
 		{"cache",
 		 {{"blocks", f.cache_blocks},
