@@ -278,7 +278,7 @@ TEST(Contract, ErrorCounterEffectsAgreeWithTheFaultTable)
 			(row.effect == FaultEffect::dead ? dead : alive)++;
 		}
 		EXPECT_GT(dead + alive, 0U) << counter.name << ": no fault row counts it";
-		const ErrorEffect expected = dead == 0 ? ErrorEffect::not_fatal
+		const ErrorEffect expected = dead == 0    ? ErrorEffect::not_fatal
 					     : alive == 0 ? ErrorEffect::fatal
 							  : ErrorEffect::sometimes_fatal;
 		EXPECT_EQ(counter.effect, expected) << counter.name;
