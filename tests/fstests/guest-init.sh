@@ -55,27 +55,13 @@ if [ "$init_failed" = 1 ] || [ -z "$last" ] || [ ! -b "/dev/$last" ]; then
 	echo o >/proc/sysrq-trigger
 	sleep 60
 fi
-# Boot messages are noise for the failure patterns; keep what the tests cause.
-dmesg -c >/dev/null
-# KERN_WARNING and worse reach the console as they are raised; so do
-# fstests' "run fstests <test> at <date>" lines (written to /dev/kmsg at the
-# default level), which show the test running when the limit comes.
-echo 5 >/proc/sys/kernel/printk
-echo "WB: guest_start=$(cut -d' ' -f1 /proc/uptime)"
-wd=$(sed -n 's/.*wb\.watchdog=\([0-9]*\).*/\1/p' /proc/cmdline)
-wd_pid=
-if [ -n "$wd" ] && [ -w /proc/sysrq-trigger ]; then
-	(
-		while [ "$(date +%s)" -lt "$wd" ]; do sleep 1; done
-		echo "wbwatchdog: the script still runs close to the time limit: kernel log, then sysrq w (blocked tasks) and t (all tasks)" >/dev/kmsg
-		dmesg | sed 's/^/dmesg: /'
-		echo 8 >/proc/sys/kernel/printk
-		echo w >/proc/sysrq-trigger
-		echo t >/proc/sysrq-trigger
-		echo "wbwatchdog: dump done" >/dev/kmsg
-	) &
-	wd_pid=$!
-fi
+# tests/vm/guest-lib.sh (run.sh puts it at /lib/wbguest.sh): the start
+# every guest makes, the watchdog among it. fstests' "run fstests <test> at
+# <date>" lines reach the console too (written to /dev/kmsg at the default
+# level), which shows the test running when the limit comes.
+# shellcheck source-path=SCRIPTDIR source=../vm/guest-lib.sh
+. /lib/wbguest.sh
+wb_guest_begin
 bash "/dev/$last" </dev/null
 rc=$?
 [ -z "$wd_pid" ] || kill "$wd_pid" 2>/dev/null

@@ -107,7 +107,7 @@ make_initrd() {
 	local fp initrd root mod
 	fp=$({
 		echo "$VM_KVER $VM_MODROOT"
-		sha256sum "$0" "$here/guest-init.sh" "$(command -v busybox)"
+		sha256sum "$0" "$here/guest-init.sh" "$here/../vm/guest-lib.sh" "$(command -v busybox)"
 		for mod in $(initrd_modules); do stat -L -c '%n %s %Y' "$mod"; done
 	} | sha256sum | cut -c1-16)
 	initrd=$VM_WORK/fstests-initrd-$fp.gz
@@ -143,6 +143,7 @@ while [ ! -b "$root" ] && [ $n -lt 100 ]; do n=$((n + 1)); sleep 0.1; done
 mount -t ext4 -o rw "$root" /newroot || die "mount_root_$root"
 mkdir -p "/newroot${init%/*}"
 cp /guest-init "/newroot$init" && chmod 0755 "/newroot$init" || die copy_init
+cp /guest-lib /newroot/lib/wbguest.sh || die copy_guest_lib
 umount /proc /sys
 mount --move /dev /newroot/dev || die move_dev
 exec switch_root /newroot "$init"
@@ -150,6 +151,7 @@ INIT
 		} >"$root/init"
 		chmod 0755 "$root/init"
 		install -m 0755 "$here/guest-init.sh" "$root/guest-init"
+		install -m 0644 "$here/../vm/guest-lib.sh" "$root/guest-lib"
 		(cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet | gzip -1) >"$initrd.tmp.$$"
 		mv -f "$initrd.tmp.$$" "$initrd"
 		rm -rf "$root"

@@ -50,6 +50,37 @@ wb_has_upstream() {
 	[ -f /lib/modules-extra/upstream/dm-writeboost.ko ]
 }
 
+# wb_guest_begin: what a guest's init does just before it runs the script
+# (tests/vm/lib.sh's /init, tests/fstests/guest-init.sh). Boot messages go
+# (noise for the failure patterns); from here on KERN_WARNING and worse reach
+# the console as they are raised, so a script's own dmesg -c cannot hide one
+# (selftest-canary.sh checks it); the start time is reported; and the
+# watchdog starts (VM_WATCHDOG_MARGIN): at wb.watchdog=<epoch> by the clock
+# qemu's RTC set, the kernel log, blocked tasks and all stacks go to the
+# console. Its pid is in wd_pid (empty without a watchdog).
+wb_guest_begin() {
+	dmesg -c >/dev/null
+	echo 5 >/proc/sys/kernel/printk
+	echo "WB: guest_start=$(cut -d' ' -f1 /proc/uptime)"
+	wd=$(sed -n 's/.*wb\.watchdog=\([0-9]*\).*/\1/p' /proc/cmdline)
+	wd_pid=
+	if [ -n "$wd" ] && [ -w /proc/sysrq-trigger ]; then
+		(
+			while [ "$(date +%s)" -lt "$wd" ]; do sleep 1; done
+			# Through the kernel log: a console line a process writes can be
+			# cut by a kernel message in its middle (seen in CI), a printk
+			# record not.
+			echo "wbwatchdog: the script still runs close to the time limit: kernel log, then sysrq w (blocked tasks) and t (all tasks)" >/dev/kmsg
+			dmesg | sed 's/^/dmesg: /'
+			echo 8 >/proc/sys/kernel/printk
+			echo w >/proc/sysrq-trigger
+			echo t >/proc/sysrq-trigger
+			echo "wbwatchdog: dump done" >/dev/kmsg
+		) &
+		wd_pid=$!
+	fi
+}
+
 # wb_on_both_modules FN "UPSTREAM_ARGS" "WBKIT_ARGS": the same case on both
 # modules, upstream's first as the reference: FN UPSTREAM_ARGS upstream with
 # upstream's module loaded (when the initramfs has it; it is unloaded after),

@@ -232,31 +232,9 @@ if [ \$init_failed = 1 ] || [ -z "\$last" ]; then
 	echo "WB: guest_exit=125"
 	poweroff -f -n
 fi
-# Boot messages are noise for the failure patterns; keep only what the test causes.
-dmesg -c >/dev/null
-# From here on warnings (KERN_WARNING and worse) reach the console as they
-# are raised, so a script's own dmesg -c cannot hide one from the failure
-# patterns (tests/vm/selftest-canary.sh checks it).
-echo 5 >/proc/sys/kernel/printk
-echo "WB: guest_start=\$(cut -d' ' -f1 /proc/uptime)"
-# The watchdog (VM_WATCHDOG_MARGIN): at wb.watchdog=<epoch> by the clock qemu's
-# RTC set, the kernel log, blocked tasks and all stacks go to the console.
-wd=\$(sed -n 's/.*wb\.watchdog=\([0-9]*\).*/\1/p' /proc/cmdline)
-wd_pid=
-if [ -n "\$wd" ] && [ -w /proc/sysrq-trigger ]; then
-	(
-		while [ "\$(date +%s)" -lt "\$wd" ]; do sleep 1; done
-		# Through the kernel log: a console line a process writes can be cut
-		# by a kernel message in its middle (seen in CI), a printk record not.
-		echo "wbwatchdog: the script still runs close to the time limit: kernel log, then sysrq w (blocked tasks) and t (all tasks)" >/dev/kmsg
-		dmesg | sed 's/^/dmesg: /'
-		echo 8 >/proc/sys/kernel/printk
-		echo w >/proc/sysrq-trigger
-		echo t >/proc/sysrq-trigger
-		echo "wbwatchdog: dump done" >/dev/kmsg
-	) &
-	wd_pid=\$!
-fi
+# guest-lib.sh: the start every guest makes (the watchdog among it).
+. /lib/wbguest.sh
+wb_guest_begin
 sh "/dev/\$last"
 rc=\$?
 [ -z "\$wd_pid" ] || kill \$wd_pid 2>/dev/null
