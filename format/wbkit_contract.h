@@ -82,6 +82,13 @@ enum wb_status_pair_place {
 	WB_STATUS_NR_PAIRS
 };
 
+/* How many numbers each field row has (WB_STATUS_SIZE_STAT: 16). */
+enum wb_status_field_size {
+#define WB_STATUS_FIELD_SIZE(e, name, count) WB_STATUS_SIZE_##e = (count),
+	WB_STATUS_FIELD_ROWS(WB_STATUS_FIELD_SIZE)
+#undef WB_STATUS_FIELD_SIZE
+};
+
 /* The numbers before the pairs, and the pairs upstream prints. */
 #define WB_STATUS_FIELD_COUNT(e, name, count) + (count)
 #define WB_STATUS_PAIR_UPSTREAM(e, key, kind, upstream) + (upstream)
@@ -106,7 +113,7 @@ enum wb_status_sizes {
 #define WB_ERROR_COUNTER_ROWS(X)					\
 	X(BACKING_READ, backing_read, NOT_FATAL)			\
 	X(BACKING_WRITE, backing_write, SOMETIMES)			\
-	X(BACKING_FLUSH, backing_flush, SOMETIMES)				\
+	X(BACKING_FLUSH, backing_flush, SOMETIMES)			\
 	X(CACHE_READ, cache_read, SOMETIMES)				\
 	X(CACHE_WRITE, cache_write, FATAL)				\
 	X(CACHE_FLUSH, cache_flush, FATAL)				\

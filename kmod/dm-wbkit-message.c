@@ -363,6 +363,8 @@ static const struct {
 };
 
 static_assert(ARRAY_SIZE(wb_status_field_counts) == WB_SF_NR);
+/* wb_status_number() reads stat[i] for every i of the stat row. */
+static_assert(WB_STATUS_SIZE_STAT == WB_STATLEN);
 static_assert(ARRAY_SIZE(wb_status_pairs) == WB_STATUS_NR_PAIRS);
 
 static unsigned int wb_status_state(struct wb_device *wb,

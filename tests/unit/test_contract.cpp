@@ -30,6 +30,17 @@ std::string source_file(const std::string& relative)
 	return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The cells of one markdown table line, "| a | b |".
+std::vector<std::string> table_cells(const std::string& line)
+{
+	std::vector<std::string> cells;
+	std::size_t from = 2;
+	for (std::size_t bar; (bar = line.find(" | ", from)) != std::string::npos; from = bar + 3)
+		cells.push_back(line.substr(from, bar - from));
+	cells.push_back(line.substr(from, line.size() - from - 2));
+	return cells;
+}
+
 // The cells of the table row of kmod/README.md that starts with `key`.
 std::vector<std::string> readme_row(const std::string& text, std::string_view key)
 {
@@ -37,13 +48,7 @@ std::vector<std::string> readme_row(const std::string& text, std::string_view ke
 	const std::size_t at = text.find("\n" + start);
 	if (at == std::string::npos)
 		return {};
-	const std::string line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
-	std::vector<std::string> cells;
-	std::size_t from = 2;
-	for (std::size_t bar; (bar = line.find(" | ", from)) != std::string::npos; from = bar + 3)
-		cells.push_back(line.substr(from, bar - from));
-	cells.push_back(line.substr(from, line.size() - from - 2));
-	return cells;
+	return table_cells(text.substr(at + 1, text.find('\n', at + 1) - at - 1));
 }
 
 // How the documents write a range: "0, 1" for two values, "0..3600" (with
@@ -246,14 +251,8 @@ TEST(Contract, KmodReadmeFaultTableIsTheRows)
 	std::getline(lines, line); // header
 	std::getline(lines, line); // |---|
 	std::vector<std::vector<std::string>> table;
-	while (std::getline(lines, line) && line.rfind("| ", 0) == 0) {
-		std::vector<std::string> cells;
-		std::size_t from = 2;
-		for (std::size_t bar; (bar = line.find(" | ", from)) != std::string::npos; from = bar + 3)
-			cells.push_back(line.substr(from, bar - from));
-		cells.push_back(line.substr(from, line.size() - from - 2));
-		table.push_back(cells);
-	}
+	while (std::getline(lines, line) && line.rfind("| ", 0) == 0)
+		table.push_back(table_cells(line));
 	ASSERT_EQ(table.size(), std::size(fault_rows));
 	for (std::size_t i = 0; i < table.size(); ++i) {
 		const FaultRow& row = fault_rows[i];

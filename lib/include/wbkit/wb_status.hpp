@@ -52,7 +52,7 @@ inline constexpr unsigned stat_write = 8;
 inline constexpr unsigned stat_hit = 4;
 inline constexpr unsigned stat_on_buffer = 2;
 inline constexpr unsigned stat_fullsize = 1;
-inline constexpr unsigned stat_count = 16;
+inline constexpr unsigned stat_count = WB_STATUS_SIZE_STAT;
 
 namespace status_detail {
 // A row of count numbers is one number, or an array of them.
