@@ -91,7 +91,7 @@ wb_on_both_modules() {
 		wb_load_target upstream
 		# shellcheck disable=SC2086
 		$_both_fn $2 upstream
-		rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
+		wb_unload_target upstream
 	fi
 	wb_load_target wbkit
 	# shellcheck disable=SC2086

@@ -88,7 +88,7 @@ if wb_has_upstream; then
 	echo $? >$OUT/up.pipe.rc
 	rates up wbup
 	$DMSETUP remove wbup || wb_fail "upstream: remove failed"
-	rmmod dm_writeboost || wb_fail "rmmod dm_writeboost failed"
+	wb_unload_target upstream
 fi
 
 wb_load_target wbkit
