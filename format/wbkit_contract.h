@@ -198,6 +198,37 @@ enum wb_status_sizes {
 	  NOTHING, "none",						\
 	  "92 `slow`, 77 (a remove during a batch included), `make test-stress-faults`")
 
+/* Each option's largest value, for sizes fixed at build time. */
+#define WB_TUNABLE_MAX_ENUM(e, key, lo, hi, def, fixed, error)		\
+	WB_TUNABLE_MAX_##e = (hi),
+enum wb_tunable_max { WB_TUNABLE_ROWS(WB_TUNABLE_MAX_ENUM) };
+#undef WB_TUNABLE_MAX_ENUM
+
+/*
+ * The target's kernel memory, stated in kmod/README.md ("Memory"). Per 4 KiB
+ * cache block: one index entry, WB_MEM_BUCKETS_NUM / WB_MEM_BUCKETS_DEN hash
+ * chain heads, and a 1/127 share of its segment's record. Per device, at
+ * most WB_MEM_FIXED_BYTES (the RAM buffers, the writeback stream, the read
+ * cache's cells, the writeback batch), plus, once read caching is on,
+ * WB_MEM_READ_CACHE_CELL_BYTES per read-cache cell. The kernel checks its
+ * structures against these at build time; test_contract holds the README's
+ * formula and its table to them.
+ */
+#define WB_MEM_ENTRY_BYTES		12
+#define WB_MEM_BUCKET_BYTES		4
+#define WB_MEM_BUCKETS_NUM		3
+#define WB_MEM_BUCKETS_DEN		4
+#define WB_MEM_SEGMENT_BYTES		96
+#define WB_MEM_FIXED_BYTES		(8u << 20)
+#define WB_MEM_READ_CACHE_CELL_BYTES	4096
+/* The per-block part, in thousandths of a byte: 12 + 3 + 96/127. */
+#define WB_MEM_MILLIBYTES_PER_BLOCK					\
+	(1000 * WB_MEM_ENTRY_BYTES +					\
+	 1000 * WB_MEM_BUCKET_BYTES * WB_MEM_BUCKETS_NUM / WB_MEM_BUCKETS_DEN + \
+	 (1000 * WB_MEM_SEGMENT_BYTES + 126) / 127)
+WB_CONTRACT_CHECK(WB_MEM_MILLIBYTES_PER_BLOCK <= 16000,
+		  "at most 16 bytes of kernel memory per cache block");
+
 /* Every default lies in its range, and every range is not empty. */
 #define WB_CONTRACT_CHECK_TUNABLE(e, key, lo, hi, def, fixed, error)	\
 	WB_CONTRACT_CHECK((lo) <= (def) && (def) <= (hi) &&		\

@@ -62,7 +62,7 @@ bool wb_forward_wanted(struct wb_device *wb)
  */
 static bool wb_forward_needed(struct wb_metablock *mb)
 {
-	return mb->dirty && !mb->obsolete && !hlist_unhashed(&mb->ht_node);
+	return mb->dirty && !mb->obsolete && wb_mb_hashed(mb);
 }
 
 /* How many of seg's first len blocks a move copies. Called with wb->lock held. */
@@ -130,13 +130,13 @@ static bool wb_forward_seg(struct wb_device *wb, struct wb_segment *seg,
 		       data + WB_BLOCK_SIZE * j, WB_BLOCK_SIZE);
 		atomic64_inc(&wb->nr_forwarded_blocks);
 		wb_ht_del(wb, mb);
-		nmb->sector = mb->sector;
+		wb_mb_set_sector(nmb, wb_mb_sector(mb));
 		nmb->data_bits = mb->data_bits;
 		nmb->dirty = true;
 		nmb->obsolete = false;
 		wb_ht_add(wb, nmb);
 		md = cur->buf + WB_METABLOCK_OFFSET(idx);
-		md->sector = cpu_to_le64(nmb->sector);
+		md->sector = cpu_to_le64(wb_mb_sector(nmb));
 		md->dirty_bits = nmb->data_bits;
 		cur->length++;
 	}

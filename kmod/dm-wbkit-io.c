@@ -46,18 +46,23 @@ static void wb_stat_inc(struct wb_device *wb, bool write, bool hit,
 			       fullsize]);
 }
 
-/* Waits (lock dropped) until no write is copying into mb's block. */
+/*
+ * Waits (lock dropped) until no write is copying into mb's block. The
+ * count stays where it is: the buffer cannot go while writes copy into it.
+ */
 static void wb_wait_copied(struct wb_device *wb, struct wb_metablock *mb)
 {
+	unsigned int *copying = wb_copying(wb, mb);
+
 	spin_unlock(&wb->lock);
-	wait_event(wb->copy_wait, !READ_ONCE(mb->nr_copying));
+	wait_event(wb->copy_wait, !READ_ONCE(*copying));
 	spin_lock(&wb->lock);
 }
 
 /*
  * The same for a read. Overwrites in place that start meanwhile wait for it
  * (seg->nr_read_waiters): otherwise a stream of them, each starting before
- * the last one is done, could keep nr_copying above 0 for ever.
+ * the last one is done, could keep the count above 0 for ever.
  */
 static void wb_read_wait_copied(struct wb_device *wb, struct wb_metablock *mb)
 {
@@ -161,7 +166,7 @@ retry:
 		u8 idx = seg->length;
 
 		if (keep) {
-			if (old->nr_copying) {
+			if (wb_nr_copying(wb, old)) {
 				wb_wait_copied(wb, old);
 				goto retry;
 			}
@@ -206,7 +211,7 @@ retry:
 			memset(dst, 0, WB_BLOCK_SIZE);
 		if (old)
 			wb_ht_del(wb, old);
-		mb->sector = block;
+		wb_mb_set_sector(mb, block);
 		mb->data_bits = bits | keep;
 		mb->dirty = true;
 		mb->obsolete = false;
@@ -218,16 +223,16 @@ retry:
 	WRITE_ONCE(wb->last_write_jiffies, jiffies);
 
 	md = seg->buf + WB_METABLOCK_OFFSET(wb_mb_idx(wb, mb));
-	md->sector = cpu_to_le64(mb->sector);
+	md->sector = cpu_to_le64(block);
 	md->dirty_bits = mb->data_bits;
-	mb->nr_copying++;
+	(*wb_copying(wb, mb))++;
 	seg->nr_writers++;
 	spin_unlock(&wb->lock);
 
 	wb_copy_from_bio(dst + (off << WB_SECTOR_SHIFT), bio);
 
 	spin_lock(&wb->lock);
-	mb->nr_copying--;
+	(*wb_copying(wb, mb))--;
 	seg->nr_writers--;
 	/* Only now: the flusher may complete the bio as soon as it is listed. */
 	if (commit && !wb_dead(wb))
@@ -400,7 +405,7 @@ retry:
 		}
 		return WB_MAP_REMAPPED;
 	}
-	if (mb->nr_copying) {
+	if (wb_nr_copying(wb, mb)) {
 		wb_read_wait_copied(wb, mb);
 		goto retry;
 	}
@@ -425,7 +430,7 @@ retry:
 		/*
 		 * The open segment's blocks are overwritten in place by writes
 		 * that copy without the lock once they have counted themselves
-		 * in mb->nr_copying (0 here): copied under the lock, no such
+		 * in wb_copying (0 here): copied under the lock, no such
 		 * write can start halfway through and leave a sector half old,
 		 * half new. A sealed segment's buffer no longer changes; pinned,
 		 * it is copied without the lock.
@@ -485,8 +490,8 @@ static void wb_fallback(struct wb_device *wb, struct bio *bio)
 	int err;
 
 	spin_lock(&wb->lock);
-	if (!hlist_unhashed(&mb->ht_node) && !mb->dirty &&
-	    mb->sector == pb->backing_sector - off)
+	if (wb_mb_hashed(mb) && !mb->dirty &&
+	    wb_mb_sector(mb) == pb->backing_sector - off)
 		wb_ht_del(wb, mb);
 	spin_unlock(&wb->lock);
 	wb_unpin_dev(wb, pb->seg);

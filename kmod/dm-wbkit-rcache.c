@@ -196,7 +196,7 @@ static int wb_rc_inject(struct wb_device *wb, struct wb_rc_cell *cell,
 	md = seg->buf + WB_METABLOCK_OFFSET(seg->length);
 	md->sector = cpu_to_le64(cell->sector);
 	md->dirty_bits = 0;
-	mb->sector = cell->sector;
+	wb_mb_set_sector(mb, cell->sector);
 	mb->data_bits = WB_ALL_DIRTY;
 	mb->dirty = false;
 	mb->obsolete = false;

@@ -89,29 +89,33 @@ static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 		struct wb_metablock *old;
 		u8 bits = md->dirty_bits;
 
-		mb->sector = le64_to_cpu(md->sector);
+		u64 sector = le64_to_cpu(md->sector);
+
+		wb_mb_set_sector(mb, sector);
 		mb->data_bits = bits;
 		mb->dirty = bits;
 		mb->obsolete = false;
 		mb->replay_keep = 0;
-		/* Never trust the disk: a block must lie inside the target. */
-		if ((mb->sector & (WB_BLOCK_SECTORS - 1)) ||
-		    mb->sector >= wb->ti->len) {
+		/*
+		 * Never trust the disk: a block must lie inside the target
+		 * (which also keeps it within the 40 bits an entry holds).
+		 */
+		if ((sector & (WB_BLOCK_SECTORS - 1)) || sector >= wb->ti->len) {
 			DMWARN_LIMIT("segment %llu block %u names sector %llu outside the target: ignored",
 				     (unsigned long long)seg->id, j,
-				     (unsigned long long)mb->sector);
+				     (unsigned long long)sector);
 			mb->data_bits = 0;
 			mb->dirty = false;
 			continue;
 		}
-		bits &= wb_bits_in_range(wb, mb->sector);
+		bits &= wb_bits_in_range(wb, sector);
 		mb->data_bits = bits;
 		mb->dirty = bits;
 		/* A read-cache block: a copy of the backing device's block. */
 		if (!bits && wb_clean_copy_trusted(seg->id, wb->trusted_from_id))
-			mb->data_bits = wb_bits_in_range(wb, mb->sector);
+			mb->data_bits = wb_bits_in_range(wb, sector);
 
-		old = wb_ht_lookup(wb, mb->sector);
+		old = wb_ht_lookup(wb, sector);
 		if (old) {
 			old->replay_keep = old->data_bits &
 					   ~wb_entry_sectors(bits);
@@ -170,7 +174,7 @@ static int wb_write_kept_sectors(struct wb_device *wb, u64 last_id, u64 lw,
 			err = wb_replay_read(wb, wb_mb_cache_sector(wb, mb),
 					     wb->bounce2, WB_BLOCK_SIZE);
 			if (!err)
-				err = wb_write_runs(wb, mb->sector,
+				err = wb_write_runs(wb, wb_mb_sector(mb),
 						    mb->replay_keep,
 						    wb->bounce2);
 			if (err)
@@ -495,7 +499,7 @@ static int wb_replay(struct wb_device *wb, char **error)
 		for (j = 0; j < seg->length; j++) {
 			struct wb_metablock *mb = &seg->mb[j];
 
-			if (hlist_unhashed(&mb->ht_node))
+			if (!wb_mb_hashed(mb))
 				continue;
 			if (trusted)
 				wb_mark_clean(wb, mb);

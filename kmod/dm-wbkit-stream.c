@@ -99,10 +99,10 @@ unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 			struct wb_metablock *mb = &seg->mb[j];
 
 			if (!mb->dirty || mb->obsolete ||
-			    !wb_near_batch(entries, nr, mb->sector))
+			    !wb_near_batch(entries, nr, wb_mb_sector(mb)))
 				continue;
 			entries[nr + nr_ahead] = (struct wb_writeback_entry) {
-				.sector = mb->sector,
+				.sector = wb_mb_sector(mb),
 				.batch_idx = b,
 				.idx = j,
 				.data_bits = mb->data_bits,

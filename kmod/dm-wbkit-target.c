@@ -186,6 +186,19 @@ static void wb_destroy(struct wb_device *wb)
 	kfree(wb);
 }
 
+/* The memory kmod/README.md states (WB_MEM_*, wbkit_contract.h). */
+static_assert(sizeof(struct wb_metablock) == WB_MEM_ENTRY_BYTES);
+static_assert(sizeof(*((struct wb_device *)NULL)->htable) == WB_MEM_BUCKET_BYTES);
+static_assert(sizeof(struct wb_segment) <= WB_MEM_SEGMENT_BYTES);
+static_assert(WB_NR_BUFS * WB_RAMBUF_SIZE + WB_SCRATCH_SIZE +
+	      WB_MAX_BATCH * WB_BLOCKS_PER_SEGMENT *
+	      sizeof(struct wb_writeback_entry) +
+	      WB_TUNABLE_MAX_NR_READ_CACHE_CELLS * (sizeof(struct wb_rc_cell) +
+					    sizeof(struct wb_rc_key) +
+					    sizeof(struct hlist_head)) +
+	      4 * PAGE_SIZE + sizeof(struct wb_device) <= WB_MEM_FIXED_BYTES,
+	      "the fixed part of the device's memory");
+
 static int wb_alloc_metadata(struct wb_device *wb)
 {
 	unsigned long nr_blocks = wb->nr_segments * WB_BLOCKS_PER_SEGMENT;
@@ -194,18 +207,16 @@ static int wb_alloc_metadata(struct wb_device *wb)
 
 	/*
 	 * vzalloc, not kvcalloc: kvmalloc refuses more than INT_MAX bytes,
-	 * which the metablock array of a cache over ~250 GiB needs.
+	 * which the metablock array of a cache over ~700 GiB needs.
 	 * array_size saturates on overflow, which vzalloc then refuses.
-	 * Between one hash bucket per two blocks and one per block: chains
-	 * average at most two entries, and the table costs 4 to 8 bytes per
-	 * cache block.
+	 * Three hash buckets per four blocks: chains average at most 1.33
+	 * entries, and the table costs 3 bytes per cache block.
 	 */
 	wb->segs = vzalloc(array_size(wb->nr_segments, sizeof(*wb->segs)));
 	wb->mbs = vzalloc(array_size(nr_blocks, sizeof(*wb->mbs)));
-	wb->htable_bits = clamp_t(unsigned int,
-				  ilog2(nr_blocks), 10, 28);
-	wb->htable = vzalloc(array_size(1UL << wb->htable_bits,
-					sizeof(*wb->htable)));
+	wb->ht_buckets = max_t(u32, 1, nr_blocks / WB_MEM_BUCKETS_DEN *
+				      WB_MEM_BUCKETS_NUM);
+	wb->htable = vzalloc(array_size(wb->ht_buckets, sizeof(*wb->htable)));
 	if (!wb->segs || !wb->mbs || !wb->htable)
 		return -ENOMEM;
 	for (k = 0; k < wb->nr_segments; k++) {
@@ -215,7 +226,7 @@ static int wb_alloc_metadata(struct wb_device *wb)
 		INIT_LIST_HEAD(&wb->segs[k].retain_node);
 	}
 	for (i = 0; i < WB_NR_BUFS; i++) {
-		wb->rambuf[i] = vmalloc(WB_SEGMENT_SIZE);
+		wb->rambuf[i] = vzalloc(WB_RAMBUF_SIZE);
 		if (!wb->rambuf[i])
 			return -ENOMEM;
 		wb->free_rambuf[wb->nr_free_rambuf++] = wb->rambuf[i];
@@ -366,8 +377,14 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		r = -EINVAL;
 		goto bad;
 	}
-	if (wb->nr_segments > U32_MAX) {
-		ti->error = "The cache device is too large (more than 2^32 segments)";
+	/* Entries link by index + 1 in 32 bits (struct wb_metablock). */
+	if (wb->nr_segments * WB_BLOCKS_PER_SEGMENT >= WB_HT_END) {
+		ti->error = "The cache device is too large (over 2^32 - 2 blocks, 16 TiB)";
+		r = -EINVAL;
+		goto bad;
+	}
+	if (ti->len > WB_MAX_TARGET_SECTORS) {
+		ti->error = "The target is too long (more than 2^40 blocks of 4 KiB, 4 PiB)";
 		r = -EINVAL;
 		goto bad;
 	}

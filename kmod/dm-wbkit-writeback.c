@@ -179,7 +179,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 			if (!mb->dirty || mb->obsolete)
 				continue;
 			wb->writeback_entries[nr++] = (struct wb_writeback_entry) {
-				.sector = mb->sector,
+				.sector = wb_mb_sector(mb),
 				.batch_idx = b,
 				.idx = j,
 				.data_bits = mb->data_bits,

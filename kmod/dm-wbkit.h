@@ -15,7 +15,7 @@
  * Reads of the ids without the lock (status, wait conditions) use READ_ONCE.
  *
  * Pins keep data in place while nobody holds the lock:
- * - mb->nr_copying: writes still copying into the block's RAM buffer copy;
+ * - wb_copying(mb): writes still copying into the block's RAM buffer copy;
  *   a read or a merge of that block waits for it. A waiting read counts in
  *   seg->nr_read_waiters, which holds back new overwrites in place.
  * - seg->nr_writers: the same, per segment; the flusher waits for 0 before
@@ -79,7 +79,7 @@ static_assert(WB_NR_RAMBUF <= WB_REWRITE_WINDOW, "more segments in flight than r
  * (it streams its data through wb->stream), so writes never wait for
  * writeback's memory.
  */
-#define WB_NR_SPARE_BUFS	4
+#define WB_NR_SPARE_BUFS	3
 /*
  * The buffer pool: WB_NR_RAMBUF segments not yet written, and the spare
  * ones. Buffers the segments do not use stay with the segments written
@@ -129,35 +129,66 @@ void wb_wait_slow(struct wb_wait_clock *clock, const char *func, int line);
 #define WB_ALL_DIRTY		0xffU
 
 /*
- * One cache block of one segment slot. Linked in wb->htable while it is the
- * newest copy of its block: dirty (not yet on the backing device), or clean
- * (written back, or a read-cache copy) and served from the cache device
- * until its slot is reused or a write replaces it.
+ * One cache block of one segment slot. In the lookup (wb->htable) while it
+ * is the newest copy of its block: dirty (not yet on the backing device), or
+ * clean (written back, or a read-cache copy) and served from the cache
+ * device until its slot is reused or a write replaces it.
+ *
+ * There is one per cache block, so its size is the device's memory cost:
+ * 12 bytes, with no pointers (the chain links are indices into wb->mbs) and
+ * no per-block count of writes copying in (that lives beside the segment's
+ * RAM buffer, the only place such copies go, see wb_copying). kmod/README.md
+ * states the whole formula, held to these sizes by WB_MEM_* (format/).
  */
 struct wb_metablock {
-	struct hlist_node ht_node;
-	sector_t sector;	/* backing sector of the 4 KiB block */
+	/*
+	 * Under lock: 0 while not in the lookup; else the next entry of its
+	 * hash chain as index + 1 into wb->mbs, or WB_HT_END for the last.
+	 */
+	u32 ht_next;
+	/* The backing 4 KiB block (sector / 8), 40 bits: see wb_mb_sector. */
+	u32 block_lo;
+	u8 block_hi;
 	/*
 	 * Sectors the copy holds. In the log: data_bits while dirty, 0 for a
 	 * clean copy (a read-cache block, whose data_bits are all set).
 	 */
 	u8 data_bits;
-	bool dirty;		/* under lock */
+	/* Both under lock, or replay only: one byte, written as a whole. */
+	bool dirty:1;
 	/*
 	 * Superseded during replay: its data is on the backing device or
 	 * obsolete, so writeback skips it. An entry superseded at run time
 	 * stays writable: its successor may not be on the cache device yet.
 	 */
-	bool obsolete;
+	bool obsolete:1;
 	/*
 	 * Replay only: the dirty sectors a newer, partial entry of the block
 	 * left to this superseded one, written after the walk (see
 	 * wb_write_kept_sectors).
 	 */
 	u8 replay_keep;
-	/* Under lock: writes copying into its block (any number of them). */
-	unsigned int nr_copying;
 };
+
+#define WB_HT_END		U32_MAX
+/* 40 bits of 4 KiB blocks: the largest target, in sectors. */
+#define WB_MAX_TARGET_SECTORS	(1ULL << (40 + 3))
+
+static inline sector_t wb_mb_sector(const struct wb_metablock *mb)
+{
+	return (((u64)mb->block_hi << 32) | mb->block_lo) << 3;
+}
+
+static inline void wb_mb_set_sector(struct wb_metablock *mb, sector_t sector)
+{
+	mb->block_lo = (u32)(sector >> 3);
+	mb->block_hi = (u8)(sector >> 35);
+}
+
+static inline bool wb_mb_hashed(const struct wb_metablock *mb)
+{
+	return mb->ht_next != 0;
+}
 
 /* One segment slot of the ring. */
 struct wb_segment {
@@ -331,8 +362,9 @@ struct wb_device {
 	spinlock_t lock;
 	struct wb_segment *segs;
 	struct wb_metablock *mbs;
-	struct hlist_head *htable;
-	unsigned int htable_bits;
+	/* Chain heads: index + 1 into mbs of the first entry; 0 or WB_HT_END: empty. */
+	u32 *htable;
+	u32 ht_buckets;
 	struct wb_segment *cur;		/* open segment, NULL if none */
 	u64 last_sealed_id;		/* highest id handed to the flusher */
 	u64 last_flushed_id;		/* highest id written to the cache device */
@@ -697,6 +729,29 @@ static inline struct wb_segment *wb_mb_seg(struct wb_device *wb,
 static inline u8 wb_mb_idx(struct wb_device *wb, struct wb_metablock *mb)
 {
 	return wb_mb_index(wb, mb) % WB_BLOCKS_PER_SEGMENT;
+}
+
+/*
+ * Writes copying into a block (any number of them) happen only while its
+ * segment has a RAM buffer, so their counts live behind the buffer's 512
+ * KiB, one per block, and cost nothing per cache block.
+ */
+#define WB_RAMBUF_SIZE	(WB_SEGMENT_SIZE + \
+			 WB_BLOCKS_PER_SEGMENT * sizeof(unsigned int))
+
+/* Under lock, and only while mb's segment has its buffer. */
+static inline unsigned int *wb_copying(struct wb_device *wb,
+				       struct wb_metablock *mb)
+{
+	return (unsigned int *)(wb_mb_seg(wb, mb)->buf + WB_SEGMENT_SIZE) +
+	       wb_mb_idx(wb, mb);
+}
+
+/* Under lock. */
+static inline unsigned int wb_nr_copying(struct wb_device *wb,
+					 struct wb_metablock *mb)
+{
+	return wb_mb_seg(wb, mb)->buf ? *wb_copying(wb, mb) : 0;
 }
 
 /* Cache sector of a metablock's data block. */

@@ -338,3 +338,65 @@ TEST(Contract, WbstatSchemaNamesTheRows)
 	std::sort(expected.begin(), expected.end());
 	EXPECT_EQ(tunable_names, expected);
 }
+
+// kmod/README.md's "Memory": the per-block and fixed figures, the table of
+// memory by cache size and the table of the largest cache by memory, all
+// computed from WB_MEM_* (which the kernel checks its structures against).
+TEST(Contract, KmodReadmeMemoryTablesFollowTheSizes)
+{
+	const std::string readme = source_file("kmod/README.md");
+	const std::size_t from = readme.find("\n### Memory\n");
+	ASSERT_NE(from, std::string::npos) << "kmod/README.md has no Memory section";
+	const std::string section = readme.substr(from, readme.find("\n### ", from + 1) - from);
+	EXPECT_NE(collapse_space(section).find(fmt::format("at most **{}.{:03} bytes per cache block**",
+							   WB_MEM_MILLIBYTES_PER_BLOCK / 1000,
+							   WB_MEM_MILLIBYTES_PER_BLOCK % 1000)),
+		  std::string::npos);
+	EXPECT_NE(collapse_space(section).find(fmt::format("plus at most **{} MiB per device**", WB_MEM_FIXED_BYTES >> 20)),
+		  std::string::npos);
+
+	const auto bytes_of = [](const std::string& size) -> std::uint64_t {
+		std::istringstream in(size);
+		std::uint64_t n = 0;
+		std::string unit;
+		in >> n >> unit;
+		const int shift = unit == "MiB" ? 20 : unit == "GiB" ? 30
+					       : unit == "TiB"       ? 40
+								     : -1;
+		EXPECT_GE(shift, 0) << "no size: " << size;
+		return shift < 0 ? 0 : n << shift;
+	};
+	const auto digits = [](std::string text) {
+		text.erase(std::remove(text.begin(), text.end(), ','), text.end());
+		return std::stoull(text);
+	};
+	int by_cache = 0;
+	int by_memory = 0;
+	std::istringstream lines(section);
+	for (std::string line; std::getline(lines, line);) {
+		if (!line.starts_with("| ") || line.starts_with("|---"))
+			continue;
+		const auto cells = table_cells(line);
+		if (cells.size() == 3 && cells[2].ends_with(" KiB")) {
+			const std::uint64_t sectors = bytes_of(cells[0]) / 512;
+			EXPECT_EQ(digits(cells[1]), wb_nr_segments(sectors) * WB_BLOCKS_PER_SEGMENT) << line;
+			EXPECT_EQ(digits(cells[2].substr(0, cells[2].size() - 4)),
+				  (target_memory_bound(sectors) + 1023) / 1024)
+				<< line;
+			++by_cache;
+		} else if (cells.size() == 2 && cells[1].ends_with(" GiB")) {
+			const std::uint64_t largest = largest_cache_for_memory(bytes_of(cells[0]));
+			std::string cell = cells[1];
+			cell.erase(std::remove(cell.begin(), cell.end(), ','), cell.end());
+			EXPECT_EQ(cell, fmt::format("{:.1f} GiB", static_cast<double>(largest * 10 / (1ULL << 30)) / 10))
+				<< line;
+			++by_memory;
+		}
+	}
+	EXPECT_GE(by_cache, 3);
+	EXPECT_GE(by_memory, 3);
+	// What the tables promise: the budget of 16 bytes a block and
+	// 8 MiB, at every cache size.
+	for (const std::uint64_t gib : {1ULL, 64ULL, 2048ULL, 16000ULL})
+		EXPECT_LE(target_memory_bound(gib << 21), 16 * (wb_nr_segments(gib << 21) * WB_BLOCKS_PER_SEGMENT) + (8ULL << 20));
+}

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "wbkit_contract.h"
+#include "wbkit_format.h"
 
 namespace wbkit {
 
@@ -162,5 +163,24 @@ inline constexpr FaultRow fault_rows[] = {
 	WB_FAULT_ROWS(WBKIT_FAULT_ROW)
 #undef WBKIT_FAULT_ROW
 };
+
+// The target's kernel memory at most (WB_MEM_*, kmod/README.md "Memory"),
+// in bytes, for a cache device of cache_sectors, read caching off.
+inline std::uint64_t target_memory_bound(std::uint64_t cache_sectors)
+{
+	const std::uint64_t blocks = wb_nr_segments(cache_sectors) * WB_BLOCKS_PER_SEGMENT;
+	return blocks * WB_MEM_MILLIBYTES_PER_BLOCK / 1000 + WB_MEM_FIXED_BYTES;
+}
+
+// The largest cache device, in bytes, whose target takes at most
+// memory_bytes of kernel memory (read caching off); 0 if none fits.
+inline std::uint64_t largest_cache_for_memory(std::uint64_t memory_bytes)
+{
+	if (memory_bytes < WB_MEM_FIXED_BYTES)
+		return 0;
+	const std::uint64_t blocks = (memory_bytes - WB_MEM_FIXED_BYTES) * 1000 / WB_MEM_MILLIBYTES_PER_BLOCK;
+	const std::uint64_t slots = blocks / WB_BLOCKS_PER_SEGMENT;
+	return slots ? (WB_SUPERBLOCK_SECTORS + slots * WB_SEGMENT_SECTORS) * 512 : 0;
+}
 
 } // namespace wbkit
