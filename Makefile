@@ -30,7 +30,7 @@ CLANG_FORMAT ?= clang-format-14
 # C++ sources under .clang-format. kmod/ and format/ keep the kernel's style.
 CXX_SOURCES = $(shell find lib tools python/src tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.h' | sort)
 
-.PHONY: all deps deps-build configure test-release-build demo deb test-deb-root test-initramfs test-boot-guard test-fstests check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-kernels test-kernel-build test-stress test-stress-faults kdebug test-crash test-crash-quick test-powercut test-powercut-quick crash-peers bench-peers test-mutants test-mutants-quick bench kmod clean
+.PHONY: all deps deps-build configure test-release-build demo deb test-deb-root test-initramfs test-boot-guard test-fstests check-format format check-kmod-style test test-unit test-asan test-tsan test-fuzz fuzz-configure fuzz-long fuzz-replay-long test-python test-vm test-vm-debug test-kernels test-kernel-build test-stress test-stress-faults kdebug test-crash test-crash-quick test-powercut test-powercut-quick crash-peers bench-peers bench-kmem bench-full-log test-mutants test-mutants-quick bench kmod clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -93,8 +93,9 @@ test-boot-guard: deps
 # fstests (xfstests), the file-system maintainers' suite, on dm-wbkit beside
 # dm-linear (issue 58): a Debian 12 root with fstests built in it, cached in
 # /var/cache/wbkit/fstests-root-<hash> (tests/fstests/build-root.sh), boots
-# the VM tests' kernel once per configuration and runs tests/fstests/tests.list.
-# Root; not part of `make test`. FSTESTS_CONFIGS="linear wbkit wbkit-small
+# the VM tests' kernel once per configuration and runs tests/fstests/tests.list
+# (about 150 tests, hours a configuration; FSTESTS_LIST=tests/fstests/
+# tests-short.list for 13 of them). Root; not part of `make test`. FSTESTS_CONFIGS="linear wbkit wbkit-small
 # writecache", FSTESTS_FSTYP=xfs, FSTESTS_TESTS="generic/001 ..." to choose.
 # See tests/fstests/README.md.
 FSTESTS_TESTS ?=
@@ -298,6 +299,15 @@ bench: all
 # gives a short validation run). Not part of `make test`.
 bench-peers: deps all kmod
 	bench/vm-peers.sh $(BUILD)
+
+# Kernel memory of every cache at 1 and 64 GiB (bench/vm-kmem.sh), and the
+# construction of a full 64 GiB log beside the time to read its headers
+# (bench/vm-full-log.sh). Minutes each; not part of `make test`.
+bench-kmem: deps all kmod
+	bench/vm-kmem.sh $(BUILD)
+
+bench-full-log: deps all kmod
+	bench/vm-full-log.sh $(BUILD)
 
 kmod: deps
 	$(MAKE) -C kmod

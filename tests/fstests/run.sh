@@ -14,7 +14,8 @@
 #                writeback runs in the background and the ring wraps
 #   writecache   dm-writecache (s, 4 KiB blocks) with a 1 GiB cache disk
 # FSTYP: ext4 (default; FSTESTS_FSTYP) or xfs. LIST: tests.list (one test a
-# line, `#` comments; FSTESTS_LIST), or the tests given as arguments.
+# line, `#` comments; FSTESTS_LIST; its generic/ tests and the FSTYP's own),
+# or the tests given as arguments.
 # OUTDIR (FSTESTS_OUT): default work/results/<date>-<fstyp>/; per config
 # <config>/results/ (fstests' results: check.log, result.xml, per test .full,
 # .out.bad, .dmesg), <config>/console.log, <config>/summary.tsv; and
@@ -75,7 +76,10 @@ if [ $# -gt 0 ]; then
 	tests="$*"
 else
 	[ -r "$list" ] || fail "no test list $list"
-	tests=$(sed 's/#.*//' "$list" | awk 'NF { print $1 }' | tr '\n' ' ')
+	# generic/ and this file system's own tests; the other one's would be notrun.
+	other=ext4
+	[ "$fstyp" = ext4 ] && other=xfs
+	tests=$(sed 's/#.*//' "$list" | awk -v other="$other/" 'NF && index($1, other) != 1 { print $1 }' | tr '\n' ' ')
 fi
 ntests=$(echo "$tests" | wc -w)
 [ "$ntests" -gt 0 ] || fail "no tests to run"
