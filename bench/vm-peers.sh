@@ -38,6 +38,10 @@
 #              and writeback_running 1; dm-cache reloaded with the cleaner
 #              policy; each polled until its dirty count is 0. Also how much
 #              each held dirty when the drain began
+#   fsyncstates the fsync row at three cache states: a fresh 32 MiB cache,
+#              a fresh 1 GiB one, and a CACHE-sized one already full of dirty
+#              data (a cache's worth of random writes first); writes/s and
+#              the fdatasync's p50 and p99 at each
 #   kmem       slab + vmalloc growth (/proc/meminfo) from before the cache is
 #              built to after one cache's worth of random writes, per GiB of cache
 # Prints, one per line, "ours/<peer> <row>: X" for peer dm-writecache, bcache,
@@ -48,8 +52,8 @@
 # at the start and the end. TCG on a shared machine: take figures at a load
 # below 1.5 only.
 # Usage: bench/vm-peers.sh [BUILD_DIR]
-#   WBKIT_BENCH_ROUNDS (5), WBKIT_BENCH_ROWS ("randwrite steady fsync dbench
-#   untar readhit coldread drain kmem"), WBKIT_BENCH_PEERS (the caches: "wbkit
+#   WBKIT_BENCH_ROUNDS (5), WBKIT_BENCH_ROWS ("randwrite steady fsync
+#   fsyncstates dbench untar readhit coldread drain kmem"), WBKIT_BENCH_PEERS (the caches: "wbkit
 #   upstream writecache writecache-wm bcache bcache-seq0 dmcache"),
 #   WBKIT_BENCH_CACHE (128: MiB), WBKIT_BENCH_REGION (1G), WBKIT_BENCH_DIRTY
 #   (16256K), WBKIT_BENCH_STEADY_WRAPS (2), WBKIT_BENCH_TIME (60: s, the cap
@@ -69,7 +73,7 @@ source "$here/hdd/hdd.inc"
 build=$(realpath "${1:-$WBKIT_ROOT/build}")
 
 rounds=${WBKIT_BENCH_ROUNDS:-5}
-rows=${WBKIT_BENCH_ROWS:-randwrite steady fsync dbench untar readhit coldread drain kmem}
+rows=${WBKIT_BENCH_ROWS:-randwrite steady fsync fsyncstates dbench untar readhit coldread drain kmem}
 peers=${WBKIT_BENCH_PEERS:-wbkit upstream writecache writecache-wm bcache bcache-seq0 dmcache}
 cache_mb=${WBKIT_BENCH_CACHE:-128}
 region=${WBKIT_BENCH_REGION:-1G}
@@ -111,7 +115,7 @@ VM_MEM=${WBKIT_BENCH_VM_MEM:-3072}
 {
 	echo "ROUNDS=$rounds ROWS='$rows' PEERS='$peers' CACHE_MB=$cache_mb REGION=$region DIRTY=$dirty"
 	echo "STEADY_WRAPS=$steady_wraps FIO_TIME=$fio_time FSYNC_TIME=$fsync_time READ_TIME=$read_time DBENCH_TIME=$dbench_time"
-	echo "WB_WBKIT_TARGET=wbkit WB_BCACHE_BUCKET=${bcache_bucket_kb}k WB_DMCACHE_META_SECTORS=$((dmcache_meta_mb * 2048))"
+	echo "WB_WBKIT_TARGET=wbkit WB_BCACHE_BUCKET=${bcache_bucket_kb}k CACHE_BCACHE_BUCKET=${bcache_bucket_kb}k WB_DMCACHE_META_SECTORS=$((dmcache_meta_mb * 2048))"
 	cat <<'GUEST'
 . /lib/wbguest.sh
 # /dev/vda the hard-disk model, /dev/vdb the cache disk, /dev/vdc the
@@ -127,15 +131,27 @@ SSD=/dev/vdb
 wb_load_target upstream
 wb_load_target wbkit target_name=wbkit
 for k in $PEERS; do wb_cache_modules "$k"; done
-# open_cache <kind>: a fresh cache of that kind over the hard disk and the
-# first CACHE_MB MiB of the cache disk, or one of the bare disks (raw, ssd),
-# in $DEV.
+# open_cache <kind> [MiB]: a fresh cache of that kind over the hard disk
+# and the first CACHE_MB (or MiB) MiB of the cache disk, or one of the bare
+# disks (raw, ssd), in $DEV.
 open_cache() {
+	mb=${2:-$CACHE_MB}
+	# bcache's bucket: the largest power of two that leaves 1024 buckets,
+	# at most 512 KiB (the host's choice for CACHE_MB otherwise).
+	if [ "$mb" != "$CACHE_MB" ]; then
+		bucket_kb=4
+		while [ $((bucket_kb * 2 * 1024)) -le $((mb * 1024)) ] && [ $bucket_kb -lt 512 ]; do
+			bucket_kb=$((bucket_kb * 2))
+		done
+		WB_BCACHE_BUCKET=${bucket_kb}k
+	else
+		WB_BCACHE_BUCKET=$CACHE_BCACHE_BUCKET
+	fi
 	case $1 in
 	raw) DEV=$HDD ;;
 	ssd) DEV=$SSD ;;
 	*)
-		wb_dm_create wbc "0 $((CACHE_MB * 2048)) linear $SSD 0"
+		wb_dm_create wbc "0 $((mb * 2048)) linear $SSD 0"
 		wb_cache_create "$1" $HDD /dev/mapper/wbc format 2>/tmp/create.err ||
 			wb_fail "building $1: $(tr '\n' ' ' </tmp/create.err)"
 		DEV=$WB_CACHE_DEV
@@ -207,14 +223,41 @@ steady_row() {
 }
 # fio's JSON, one key a line: the write IOPS and the fdatasync latency's
 # 99th percentile (ns), which the terse format does not carry.
-fsync_row() {
-	open_cache "$1"
+# fsync_run <kind> <key>: the fdatasync job on $DEV; reports <key> (writes/s),
+# <key>p50 and <key>p99 (the fdatasync's latency, us).
+fsync_run() {
 	$FIO --name=fsync --filename=$DEV --rw=randwrite --bs=4k --size="$REGION" --direct=1 \
 		--ioengine=psync --fdatasync=1 --runtime="$FSYNC_TIME" --time_based --randseed=3 \
 		--output-format=json >/tmp/fio.json 2>/tmp/fio.err || { cat /tmp/fio.err; wb_fail "fsync on $1 failed"; }
-	wb_report "r$r.$1.fsync" "$(awk '/"write" : \{/ { w = 1 } w && /"iops" :/ { gsub(/[ ,]/, ""); split($0, a, ":"); print a[2]; exit }' /tmp/fio.json)"
-	wb_report "r$r.$1.fsyncp99" "$(awk '/"sync" : \{/ { s = 1 } s && /"99.000000" :/ { gsub(/[ ,"]/, ""); split($0, a, ":"); print a[2] / 1000; exit }' /tmp/fio.json)"
+	wb_report "r$r.$1.$2" "$(awk '/"write" : \{/ { w = 1 } w && /"iops" :/ { gsub(/[ ,]/, ""); split($0, a, ":"); print a[2]; exit }' /tmp/fio.json)"
+	for p in 50 99; do
+		wb_report "r$r.$1.$2p$p" "$(awk -v p="\"$p.000000\" :" '/"sync" : \{/ { s = 1 } s && index($0, p) { gsub(/[ ,"]/, ""); split($0, a, ":"); print a[2] / 1000; exit }' /tmp/fio.json)"
+	done
+}
+fsync_row() {
+	open_cache "$1"
+	fsync_run "$1" fsync
 	close_cache "$1" fsync
+}
+fsyncstates_row() {
+	open_cache "$1" 32
+	fsync_run "$1" fsync32m
+	close_cache "$1" fsync32m
+	open_cache "$1" 1024
+	fsync_run "$1" fsync1g
+	close_cache "$1" fsync1g
+	open_cache "$1"
+	case $1 in
+	raw | ssd) ;;
+	*)
+		$FIO --name=fill --filename=$DEV --rw=randwrite --bs=4k --size="$REGION" --io_size=${CACHE_MB}M \
+			--direct=1 --ioengine=libaio --iodepth=16 --randseed=8 --runtime="$FIO_TIME" \
+			--output-format=terse >/dev/null 2>/tmp/fio.err || { cat /tmp/fio.err; wb_fail "fill on $1 failed"; }
+		wb_report "r$r.$1.fsyncfull_state" "$(cache_state "$1")"
+		;;
+	esac
+	fsync_run "$1" fsyncfull
+	close_cache "$1" fsyncfull
 }
 fs_mount() {
 	open_cache "$1"
@@ -380,7 +423,7 @@ report=$work/report.md
 	echo
 	vm_results | awk -v rounds="$rounds" -v rows="$rows" -v peers="$peers" -f "$here/medians.awk" -f <(cat <<'AWK'
 	# Text, not a number: the last round's, by key and target.
-	/^r[0-9]+\.[a-z0-9-]+\.(steadyworst|drain_start_state)=/ {
+	/^r[0-9]+\.[a-z0-9-]+\.(steadyworst|drain_start_state|fsyncfull_state)=/ {
 		split($0, kv, "="); split(kv[1], k, ".")
 		held[k[3], k[2]] = substr($0, index($0, "=") + 1)
 		next
@@ -441,7 +484,22 @@ report=$work/report.md
 			}
 			if (r == "fsync") {
 				row("4 KiB write + fdatasync QD1", "writes/s", "fsync", 1, "%.0f", 1)
+				row("the fdatasync's p50", "ms", "fsyncp50", 1000, "%.2f", 1)
 				row("the fdatasync's p99", "ms", "fsyncp99", 1000, "%.2f", 1)
+			}
+			if (r == "fsyncstates") {
+				row("4 KiB write + fdatasync QD1, fresh 32 MiB cache", "writes/s", "fsync32m", 1, "%.0f", 1)
+				row("the fdatasync's p50, fresh 32 MiB", "ms", "fsync32mp50", 1000, "%.2f", 1)
+				row("the fdatasync's p99, fresh 32 MiB", "ms", "fsync32mp99", 1000, "%.2f", 1)
+				row("4 KiB write + fdatasync QD1, fresh 1 GiB cache", "writes/s", "fsync1g", 1, "%.0f", 1)
+				row("the fdatasync's p50, fresh 1 GiB", "ms", "fsync1gp50", 1000, "%.2f", 1)
+				row("the fdatasync's p99, fresh 1 GiB", "ms", "fsync1gp99", 1000, "%.2f", 1)
+				row("4 KiB write + fdatasync QD1, cache full of dirty data", "writes/s", "fsyncfull", 1, "%.0f", 1)
+				row("the fdatasync's p50, full cache", "ms", "fsyncfullp50", 1000, "%.2f", 1)
+				row("the fdatasync's p99, full cache", "ms", "fsyncfullp99", 1000, "%.2f", 1)
+				line = "| full cache: what it held when the run began (last round) | "
+				for (j = 1; j <= nt; j++) line = line " | " ((("fsyncfull_state", tl[j]) in held) ? held["fsyncfull_state", tl[j]] : "")
+				print line " |"
 			}
 			if (r == "dbench") row("dbench -s 4 clients", "MB/s", "dbench", 1, "%.1f", 1)
 			if (r == "untar") row("untar + sync", "s", "untar", 100, "%.2f", 1)
@@ -476,6 +534,12 @@ report=$work/report.md
 				r = rl[i]
 				if (r == "randwrite" || r == "steady" || r == "fsync" || r == "dbench")
 					printf "ours/%s %s: %s\n", peer_of[p], r, pair("wbkit." r, p "." r) > "/dev/stderr"
+				if (r == "fsyncstates")
+					for (q = 1; q <= 3; q++) {
+						k = q == 1 ? "fsync32m" : q == 2 ? "fsync1g" : "fsyncfull"
+						printf "ours/%s %s: %s\n", peer_of[p], k, pair("wbkit." k, p "." k) > "/dev/stderr"
+						printf "p99 %s/ours %s: %s\n", peer_of[p], k, pair(p "." k "p99", "wbkit." k "p99") > "/dev/stderr"
+					}
 			}
 		}
 		for (i = 1; i <= n; i++)
