@@ -2,7 +2,8 @@
 # Kernel memory of each cache at several cache sizes, side by side in one VM
 # boot: slab + vmalloc (/proc/meminfo) from before the cache is built to
 # after it has taken WBKIT_BENCH_KMEM_WRITE of random 4 KiB writes (so that
-# what a cache allocates lazily is counted too). The cache disk is a sparse
+# what a cache allocates lazily is counted too), and the drop of MemFree over
+# the same span, which also counts whole pages (bcache's btree node cache). The cache disk is a sparse
 # image (zeros become holes), so a 64 GiB cache takes little room on the host.
 # Each size is a fresh slice of it; every figure is the median over rounds.
 # Prints "ours/<peer> kmem <size>: X" (lower is better for dm-wbkit) and
@@ -53,6 +54,13 @@ WB_BCACHE_BUCKET=512k
 WB_DMCACHE_BLOCK=64
 for k in $PEERS; do wb_cache_modules "$k"; done
 kernel_kb() { awk '/^Slab:|^VmallocUsed:/ { kb += $2 } END { print kb }' /proc/meminfo; }
+# MemFree after dropping the page cache: memory a cache takes in whole pages
+# (bcache's btree node cache) shows here, not in slab + vmalloc.
+free_kb() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	awk '/^MemFree:/ { print $2 }' /proc/meminfo
+}
 r=1
 while [ $r -le "$ROUNDS" ]; do
 	for gib in $SIZES; do
@@ -60,7 +68,7 @@ while [ $r -le "$ROUNDS" ]; do
 		# (about 8 bytes of mapping and 4 of hints per block, in 4 KiB nodes).
 		WB_DMCACHE_META_SECTORS=$(((gib < 8 ? 8 : gib) * 2048))
 		for t in $PEERS; do
-			echo 3 >/proc/sys/vm/drop_caches
+			f0=$(free_kb)
 			k0=$(kernel_kb)
 			wb_dm_create wbc "0 $((gib * 2097152)) linear $SSD 0"
 			wb_cache_create "$t" $HDD /dev/mapper/wbc format 2>/tmp/create.err ||
@@ -70,8 +78,10 @@ while [ $r -le "$ROUNDS" ]; do
 				--direct=1 --ioengine=libaio --iodepth=16 --randseed=9 --output-format=terse \
 				>/dev/null 2>/tmp/fio.err || { cat /tmp/fio.err; wb_fail "writes on $t failed"; }
 			k2=$(kernel_kb)
+			f2=$(free_kb)
 			wb_report "r$r.$t.$gib.built" $((k1 - k0))
 			wb_report "r$r.$t.$gib.kmem" $((k2 - k0))
+			wb_report "r$r.$t.$gib.used" $((f0 - f2))
 			[ "$t" != wbkit ] || wb_report "r$r.$t.$gib.blocks" "$(wb_status_field 2 wb)"
 			wb_cache_remove "$t" || wb_fail "removing $t failed"
 			$DMSETUP remove --retry wbc || wb_fail "remove wbc failed"
@@ -97,7 +107,9 @@ report=$work/report.md
 	echo
 	echo "\`bench/vm-kmem.sh\` at $(git -C "$WBKIT_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), load average $load_start at the start, $load_end at the end ($(nproc) cores), TCG, kernel $VM_KVER, a ${VM_MEM} MiB guest."
 	echo "Slab + vmalloc growth from before the cache is built to after $write of random 4 KiB writes; medians over $rounds rounds."
-	echo "bcache: 512 KiB buckets; dm-cache: 32 KiB blocks, smq, metadata 1 MiB per GiB of cache (at least 8 MiB)."
+	echo "MemFree drop: free memory (page cache dropped) before the build and after the writes, whole-page allocations included."
+	echo "On-disk metadata: bcache 512 KiB buckets, its btree in the cache device; dm-cache 32 KiB blocks, smq, a metadata device of 1 MiB per GiB of cache (at least 8 MiB);"
+	echo "dm-writecache 16 B per 4 KiB block in the cache device; dm-wbkit and upstream 16 B per block in each segment's header."
 	echo
 	vm_results | awk -v rounds="$rounds" -v sizes="$sizes" -v peers="$peers" -f "$here/medians.awk" -f <(cat <<'AWK'
 	/^r[0-9]+\.[a-z0-9-]+\.[0-9]+\.[a-z]+=/ {
@@ -120,6 +132,9 @@ report=$work/report.md
 			print line " |"
 			line = "| " g " GiB | KiB after " "writes"
 			for (i = 1; i <= np; i++) line = line " | " sprintf("%d", median(pl[i] "." g ".kmem"))
+			print line " |"
+			line = "| " g " GiB | MemFree drop, KiB"
+			for (i = 1; i <= np; i++) line = line " | " sprintf("%d", median(pl[i] "." g ".used"))
 			print line " |"
 		}
 		print ""
