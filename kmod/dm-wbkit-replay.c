@@ -88,7 +88,6 @@ static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 		struct wb_metablock *mb = &seg->mb[j];
 		struct wb_metablock *old;
 		u8 bits = md->dirty_bits;
-
 		u64 sector = le64_to_cpu(md->sector);
 
 		wb_mb_set_sector(mb, sector);

@@ -154,7 +154,10 @@ struct wb_metablock {
 	 * clean copy (a read-cache block, whose data_bits are all set).
 	 */
 	u8 data_bits;
-	/* Both under lock, or replay only: one byte, written as a whole. */
+	/*
+	 * dirty and obsolete share one byte, which a write of either reads
+	 * and rewrites: both are written only under the lock or by replay.
+	 */
 	bool dirty:1;
 	/*
 	 * Superseded during replay: its data is on the backing device or
