@@ -82,20 +82,11 @@ done
 GUEST
 } >"$work/guest.sh"
 
-vrc=0
-vm_run "$work/guest.sh" "$work/backing.img" "$work/cache.img" || vrc=$?
-load_end=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "VM: ${VM_ELAPSED}s, log $VM_LOG; load average at start: $load_start, at end: $load_end"
-if [ "$vrc" != 0 ]; then
-	echo "the VM run failed (rc $vrc): $(vm_result fail)"
-	exit 1
-fi
+vm_bench_run "$work/guest.sh" "$work/backing.img" "$work/cache.img"
 
 report=$work/report.md
 {
-	echo "# vm-full-log, $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo
-	echo "\`bench/vm-full-log.sh\` at $(git -C "$WBKIT_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), load average $load_start at the start, $load_end at the end ($(nproc) cores), TCG, kernel $VM_KVER, a ${VM_MEM} MiB guest."
+	vm_bench_report_head vm-full-log
 	echo "A $gib GiB cache, every one of its $slots slots a valid segment of 127 dirty blocks ($((slots * 127)) blocks). Medians over $rounds rounds."
 	echo "Status after construction (last round): dm-wbkit \`$(vm_result "r$rounds.wbkit.status")\`, upstream \`$(vm_result "r$rounds.upstream.status")\`."
 	echo
@@ -123,8 +114,4 @@ report=$work/report.md
 AWK
 )
 } >"$report"
-cat "$report"
-if [ "$results" != - ]; then
-	mkdir -p "$results"
-	cp "$report" "$results/vm-full-log-$(date -u +%Y-%m-%d-%H%M).md"
-fi
+vm_bench_save "$report" vm-full-log "$results"

@@ -92,20 +92,11 @@ done
 GUEST
 } >"$work/guest.sh"
 
-vrc=0
-vm_run "$work/guest.sh" "$work/disk.img" "$work/ssd.img" || vrc=$?
-load_end=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "VM: ${VM_ELAPSED}s, log $VM_LOG; load average at start: $load_start, at end: $load_end"
-if [ "$vrc" != 0 ]; then
-	echo "the VM run failed (rc $vrc): $(vm_result fail)"
-	exit 1
-fi
+vm_bench_run "$work/guest.sh" "$work/disk.img" "$work/ssd.img"
 
 report=$work/report.md
 {
-	echo "# vm-kmem, $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo
-	echo "\`bench/vm-kmem.sh\` at $(git -C "$WBKIT_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), load average $load_start at the start, $load_end at the end ($(nproc) cores), TCG, kernel $VM_KVER, a ${VM_MEM} MiB guest."
+	vm_bench_report_head vm-kmem
 	echo "Slab + vmalloc growth from before the cache is built to after $write of random 4 KiB writes; medians over $rounds rounds."
 	echo "MemFree drop: free memory (page cache dropped) before the build and after the writes, whole-page allocations included."
 	echo "On-disk metadata: bcache 512 KiB buckets, its btree in the cache device; dm-cache 32 KiB blocks, smq, a metadata device of 1 MiB per GiB of cache (at least 8 MiB);"
@@ -155,8 +146,4 @@ report=$work/report.md
 AWK
 )
 } >"$report"
-cat "$report"
-if [ "$results" != - ]; then
-	mkdir -p "$results"
-	cp "$report" "$results/vm-kmem-$(date -u +%Y-%m-%d-%H%M).md"
-fi
+vm_bench_save "$report" vm-kmem "$results"

@@ -440,6 +440,12 @@ report=$work/report.md
 	function cell(t, key, scale, fmt) {
 		return measured(t "." key) ? sprintf(fmt, median(t "." key) / scale) : ""
 	}
+	# A write + fdatasync row's rate and the fdatasync's p50 and p99.
+	function fsync_rows(key, what) {
+		row("4 KiB write + fdatasync QD1" what, "writes/s", key, 1, "%.0f", 1)
+		row("the fdatasync's p50" what, "ms", key "p50", 1000, "%.2f", 1)
+		row("the fdatasync's p99" what, "ms", key "p99", 1000, "%.2f", 1)
+	}
 	function row(what, unit, key, scale, fmt, with_bare,   i, line) {
 		line = "| " what " | " unit
 		for (i = 1; i <= nt; i++)
@@ -448,6 +454,10 @@ report=$work/report.md
 	}
 	BEGIN {
 		nt = split(peers " raw ssd", tl, " ")
+		# fsyncstates_row's keys, in its order.
+		nfs = split("fsync32m fsync1g fsyncfull", fsk, " ")
+		fs_what["fsync32m"] = "fresh 32 MiB cache"; fs_what["fsync1g"] = "fresh 1 GiB cache"
+		fs_what["fsyncfull"] = "cache full of dirty data"
 		name["wbkit"] = "dm-wbkit"; name["upstream"] = "upstream"; name["writecache"] = "dm-writecache"
 		name["writecache-wm"] = "dm-writecache 90/80"; name["bcache"] = "bcache"
 		name["bcache-seq0"] = "bcache seq_cutoff 0"; name["dmcache"] = "dm-cache"
@@ -482,21 +492,9 @@ report=$work/report.md
 				}
 				print line " |"
 			}
-			if (r == "fsync") {
-				row("4 KiB write + fdatasync QD1", "writes/s", "fsync", 1, "%.0f", 1)
-				row("the fdatasync's p50", "ms", "fsyncp50", 1000, "%.2f", 1)
-				row("the fdatasync's p99", "ms", "fsyncp99", 1000, "%.2f", 1)
-			}
+			if (r == "fsync") fsync_rows("fsync", "")
 			if (r == "fsyncstates") {
-				row("4 KiB write + fdatasync QD1, fresh 32 MiB cache", "writes/s", "fsync32m", 1, "%.0f", 1)
-				row("the fdatasync's p50, fresh 32 MiB", "ms", "fsync32mp50", 1000, "%.2f", 1)
-				row("the fdatasync's p99, fresh 32 MiB", "ms", "fsync32mp99", 1000, "%.2f", 1)
-				row("4 KiB write + fdatasync QD1, fresh 1 GiB cache", "writes/s", "fsync1g", 1, "%.0f", 1)
-				row("the fdatasync's p50, fresh 1 GiB", "ms", "fsync1gp50", 1000, "%.2f", 1)
-				row("the fdatasync's p99, fresh 1 GiB", "ms", "fsync1gp99", 1000, "%.2f", 1)
-				row("4 KiB write + fdatasync QD1, cache full of dirty data", "writes/s", "fsyncfull", 1, "%.0f", 1)
-				row("the fdatasync's p50, full cache", "ms", "fsyncfullp50", 1000, "%.2f", 1)
-				row("the fdatasync's p99, full cache", "ms", "fsyncfullp99", 1000, "%.2f", 1)
+				for (q = 1; q <= nfs; q++) fsync_rows(fsk[q], ", " fs_what[fsk[q]])
 				line = "| full cache: what it held when the run began (last round) | "
 				for (j = 1; j <= nt; j++) line = line " | " ((("fsyncfull_state", tl[j]) in held) ? held["fsyncfull_state", tl[j]] : "")
 				print line " |"
@@ -535,10 +533,10 @@ report=$work/report.md
 				if (r == "randwrite" || r == "steady" || r == "fsync" || r == "dbench")
 					printf "ours/%s %s: %s\n", peer_of[p], r, pair("wbkit." r, p "." r) > "/dev/stderr"
 				if (r == "fsyncstates")
-					for (q = 1; q <= 3; q++) {
-						k = q == 1 ? "fsync32m" : q == 2 ? "fsync1g" : "fsyncfull"
-						printf "ours/%s %s: %s\n", peer_of[p], k, pair("wbkit." k, p "." k) > "/dev/stderr"
-						printf "p99 %s/ours %s: %s\n", peer_of[p], k, pair(p "." k "p99", "wbkit." k "p99") > "/dev/stderr"
+					for (q = 1; q <= nfs; q++) {
+						fk = fsk[q]
+						printf "ours/%s %s: %s\n", peer_of[p], fk, pair("wbkit." fk, p "." fk) > "/dev/stderr"
+						printf "p99 %s/ours %s: %s\n", peer_of[p], fk, pair(p "." fk "p99", "wbkit." fk "p99") > "/dev/stderr"
 					}
 			}
 		}
