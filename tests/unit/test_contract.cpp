@@ -366,10 +366,12 @@ TEST(Contract, KmodReadmeMemoryTablesFollowTheSizes)
 		EXPECT_GE(shift, 0) << "no size: " << size;
 		return shift < 0 ? 0 : n << shift;
 	};
-	const auto digits = [](std::string text) {
+	// The tables write thousands with commas.
+	const auto without_commas = [](std::string text) {
 		text.erase(std::remove(text.begin(), text.end(), ','), text.end());
-		return std::stoull(text);
+		return text;
 	};
+	const auto digits = [&](const std::string& text) { return std::stoull(without_commas(text)); };
 	int by_cache = 0;
 	int by_memory = 0;
 	std::istringstream lines(section);
@@ -386,9 +388,7 @@ TEST(Contract, KmodReadmeMemoryTablesFollowTheSizes)
 			++by_cache;
 		} else if (cells.size() == 2 && cells[1].ends_with(" GiB")) {
 			const std::uint64_t largest = largest_cache_for_memory(bytes_of(cells[0]));
-			std::string cell = cells[1];
-			cell.erase(std::remove(cell.begin(), cell.end(), ','), cell.end());
-			EXPECT_EQ(cell, fmt::format("{:.1f} GiB", static_cast<double>(largest * 10 / (1ULL << 30)) / 10))
+			EXPECT_EQ(without_commas(cells[1]), fmt::format("{:.1f} GiB", static_cast<double>(largest * 10 / (1ULL << 30)) / 10))
 				<< line;
 			++by_memory;
 		}
