@@ -93,10 +93,11 @@ test-boot-guard: deps
 # fstests (xfstests), the file-system maintainers' suite, on dm-wbkit beside
 # dm-linear (issue 58): a Debian 12 root with fstests built in it, cached in
 # /var/cache/wbkit/fstests-root-<hash> (tests/fstests/build-root.sh), boots
-# the VM tests' kernel once per configuration and runs tests/fstests/tests.list
-# (about 150 tests, hours a configuration; FSTESTS_LIST=tests/fstests/
-# tests-short.list for 13 of them). Root; not part of `make test`. FSTESTS_CONFIGS="linear wbkit wbkit-small
-# writecache", FSTESTS_FSTYP=xfs, FSTESTS_TESTS="generic/001 ..." to choose.
+# the VM tests' kernel once per configuration and runs tests/fstests/
+# tests-short.list and tests.list (about 150 tests, hours a configuration;
+# FSTESTS_LIST=tests/fstests/tests-short.list for its 13). Root; not part of
+# `make test`. FSTESTS_CONFIGS="linear wbkit wbkit-small writecache",
+# FSTESTS_FSTYP=xfs, FSTESTS_TESTS="generic/001 ..." to choose.
 # See tests/fstests/README.md.
 FSTESTS_TESTS ?=
 test-fstests: deps kmod

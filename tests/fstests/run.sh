@@ -13,9 +13,10 @@
 #   wbkit-small  the same with a 64 MiB cache and writeback_threshold 70:
 #                writeback runs in the background and the ring wraps
 #   writecache   dm-writecache (s, 4 KiB blocks) with a 1 GiB cache disk
-# FSTYP: ext4 (default; FSTESTS_FSTYP) or xfs. LIST: tests.list (one test a
-# line, `#` comments; FSTESTS_LIST; its generic/ tests and the FSTYP's own),
-# or the tests given as arguments.
+# FSTYP: ext4 (default; FSTESTS_FSTYP) or xfs. LIST: test lists, one test a
+# line, `#` comments (FSTESTS_LIST, words; default tests-short.list then
+# tests.list; their generic/ tests and the FSTYP's own), or the tests given
+# as arguments.
 # OUTDIR (FSTESTS_OUT): default work/results/<date>-<fstyp>/; per config
 # <config>/results/ (fstests' results: check.log, result.xml, per test .full,
 # .out.bad, .dmesg), <config>/console.log, <config>/summary.tsv; and
@@ -45,7 +46,7 @@ source "$here/../vm/lib.sh"
 
 configs=${FSTESTS_CONFIGS:-linear wbkit}
 fstyp=${FSTESTS_FSTYP:-ext4}
-list=${FSTESTS_LIST:-$here/tests.list}
+lists=${FSTESTS_LIST:-$here/tests-short.list $here/tests.list}
 out=${FSTESTS_OUT:-}
 dev_size=${FSTESTS_DEV_SIZE:-8G}
 usage() {
@@ -56,7 +57,7 @@ while getopts c:f:l:o:h opt; do
 	case $opt in
 	c) configs=$OPTARG ;;
 	f) fstyp=$OPTARG ;;
-	l) list=$OPTARG ;;
+	l) lists=$OPTARG ;;
 	o) out=$OPTARG ;;
 	*) usage ;;
 	esac
@@ -75,11 +76,14 @@ done
 if [ $# -gt 0 ]; then
 	tests="$*"
 else
-	[ -r "$list" ] || fail "no test list $list"
+	for list in $lists; do
+		[ -r "$list" ] || fail "no test list $list"
+	done
 	# generic/ and this file system's own tests; the other one's would be notrun.
 	other=ext4
 	[ "$fstyp" = ext4 ] && other=xfs
-	tests=$(sed 's/#.*//' "$list" | awk -v other="$other/" 'NF && index($1, other) != 1 { print $1 }' | tr '\n' ' ')
+	# shellcheck disable=SC2086 # the lists are words
+	tests=$(cat $lists | sed 's/#.*//' | awk -v other="$other/" 'NF && index($1, other) != 1 { print $1 }' | tr '\n' ' ')
 fi
 ntests=$(echo "$tests" | wc -w)
 [ "$ntests" -gt 0 ] || fail "no tests to run"
