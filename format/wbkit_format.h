@@ -140,6 +140,38 @@ WB_FORMAT_CHECK(WB_SEGMENT_SIZE == 512 * 1024, "segment size");
 WB_FORMAT_CHECK(WB_BLOCK_SIZE * (WB_BLOCKS_PER_SEGMENT + 1) == WB_SEGMENT_SIZE, "blocks per segment");
 WB_FORMAT_CHECK(WB_METABLOCK_OFFSET(WB_BLOCKS_PER_SEGMENT) <= WB_BLOCK_SIZE, "metablocks fit the header block");
 
+/*
+ * Appending in place (docs/FORMAT.md, "Checksum"): a writer that commits a
+ * partly filled segment and later adds blocks to it writes the new data
+ * blocks and the header's metablock area first, and the header's first
+ * logical block (id, checksum, length) last. A power cut between the two
+ * leaves the old length and checksum over a metablock area that already
+ * names the new blocks. So a checksum also matches when it is the CRC with
+ * the metablocks from index length on read as zero; for a header whose
+ * metablock tail is zero (every whole-segment write) the two are the same.
+ */
+
+/* Whether the metablocks from index length on are all zero bytes. */
+static inline bool wb_metablock_tail_is_zero(const __u8 *header_block,
+					     __u32 length)
+{
+	__u32 i;
+
+	for (i = WB_METABLOCK_OFFSET(length); i < WB_BLOCK_SIZE; i++)
+		if (header_block[i])
+			return false;
+	return true;
+}
+
+/* Zeroes the metablocks from index length on (a copy to checksum). */
+static inline void wb_zero_metablock_tail(__u8 *header_block, __u32 length)
+{
+	__u32 i;
+
+	for (i = WB_METABLOCK_OFFSET(length); i < WB_BLOCK_SIZE; i++)
+		header_block[i] = 0;
+}
+
 /* Start sector of segment slot k (0-based). */
 static inline __u64 wb_slot_start_sector(__u64 slot)
 {

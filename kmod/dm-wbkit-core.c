@@ -18,8 +18,36 @@
  */
 u32 wb_checksum(const void *seg_buf, u8 length)
 {
-	return ~crc32c(0xffffffff, seg_buf + WB_SEGMENT_HEADER_SIZE,
-		       wb_seg_bytes(length) - WB_SEGMENT_HEADER_SIZE);
+	return wb_checksum_parts(seg_buf, seg_buf + WB_BLOCK_SIZE, length);
+}
+
+/* The same, with the header block and the data blocks apart in memory. */
+u32 wb_checksum_parts(const void *header_block, const void *data, u8 length)
+{
+	u32 crc = crc32c(0xffffffff, header_block + WB_SEGMENT_HEADER_SIZE,
+			 WB_BLOCK_SIZE - WB_SEGMENT_HEADER_SIZE);
+
+	return ~crc32c(crc, data, (size_t)length * WB_BLOCK_SIZE);
+}
+
+/*
+ * Whether a segment read into seg_buf (header and length data blocks)
+ * matches its stored checksum, either reading of docs/FORMAT.md: as
+ * written, or with the metablocks past length read as zero (an append in
+ * place cut between its two writes). The second reading zeroes that tail
+ * in seg_buf, which nobody reads past length.
+ */
+bool wb_checksum_matches(void *seg_buf, u8 length)
+{
+	struct wb_segment_header_device *hdr = seg_buf;
+	u32 stored = le32_to_cpu(hdr->checksum);
+
+	if (wb_checksum(seg_buf, length) == stored)
+		return true;
+	if (wb_metablock_tail_is_zero(seg_buf, length))
+		return false;
+	wb_zero_metablock_tail(seg_buf, length);
+	return wb_checksum(seg_buf, length) == stored;
 }
 
 /* ---------------------------------------------------------------------- */

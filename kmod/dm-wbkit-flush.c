@@ -189,6 +189,8 @@ int __wb_get_cur(struct wb_device *wb, bool wait_slot)
 		}
 		seg->id = id;
 		seg->length = 0;
+		seg->frozen = 0;
+		seg->on_slot = 0;
 		seg->buf = wb->free_rambuf[--wb->nr_free_rambuf];
 		wb->nr_seg_bufs++;
 		memset(seg->buf, 0, WB_BLOCK_SIZE);
@@ -216,19 +218,33 @@ u64 wb_seal_for_flush(struct wb_device *wb)
 	return id;
 }
 
+/* Somebody needs the first len blocks of segment id durable. Under lock. */
+static void wb_want_commit(struct wb_device *wb, u64 id, u8 len)
+{
+	if (id > wb->commit_id) {
+		wb->commit_id = id;
+		wb->commit_len = len;
+	} else if (id == wb->commit_id) {
+		wb->commit_len = max(wb->commit_len, len);
+	}
+}
+
 /*
- * Adds a flush/FUA bio to the commit waiters unless segment id is durable
- * already. Called with wb->lock held; the caller kicks the flusher.
+ * Adds a flush/FUA bio to the commit waiters unless the first len blocks
+ * of segment id (WB_COMMIT_WHOLE: all of it) are durable already. Called
+ * with wb->lock held; the caller kicks the flusher.
  */
-bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id)
+bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id,
+			  u8 len)
 {
 	struct wb_per_bio *pb = dm_per_bio_data(bio, sizeof(struct wb_per_bio));
 
-	if (id <= wb->last_durable_id)
+	if (wb_commit_durable(wb, id, len))
 		return false;
 	pb->commit_id = id;
+	pb->commit_len = len;
 	bio_list_add(&wb->commit_waiters, bio);
-	wb->commit_id = max(wb->commit_id, id);
+	wb_want_commit(wb, id, len);
 	if (!wb->cur || id != wb->cur->id)
 		return true;
 	WRITE_ONCE(wb->nr_open_commits, wb->nr_open_commits + 1);
@@ -318,7 +334,7 @@ void wb_commit(struct wb_device *wb)
 {
 	spin_lock(&wb->lock);
 	wb_seal(wb);
-	wb->commit_id = max(wb->commit_id, wb->last_sealed_id);
+	wb_want_commit(wb, wb->last_sealed_id, WB_COMMIT_WHOLE);
 	spin_unlock(&wb->lock);
 	queue_work(wb->flush_wq, &wb->flush_work);
 }
@@ -341,7 +357,7 @@ static void wb_complete_commits(struct wb_device *wb)
 		struct wb_per_bio *pb =
 			dm_per_bio_data(bio, sizeof(struct wb_per_bio));
 
-		if (pb->commit_id <= wb->last_durable_id) {
+		if (wb_commit_durable(wb, pb->commit_id, pb->commit_len)) {
 			bio_list_add(&done, bio);
 			nr_done++;
 		} else if (dead) {
@@ -370,6 +386,189 @@ static bool wb_copies_done(struct wb_device *wb, struct wb_segment *seg)
 	done = !seg->nr_writers;
 	spin_unlock(&wb->lock);
 	return done;
+}
+
+/*
+ * Writes blocks [from, n) of seg into a slot whose header names its first
+ * `from` blocks already, durably (appending in place, docs/FORMAT.md
+ * "Segment"), in two steps:
+ * 1. the new data blocks and the header block past its first logical block
+ *    (the metablock area, where the device's logical block is 512 bytes),
+ *    with the next slot's zeroed header (zero_next) if asked;
+ * 2. the header's first logical block (id, checksum, length), with
+ *    PREFLUSH so that step 1 is durable first, and FUA if asked.
+ * One logical block cannot tear, so a power cut leaves the old id, length
+ * and checksum, which still match the blocks below `from` (the new
+ * metablocks past the old length are read as zero), or the new header with
+ * every block it covers durable. Blocks below `from` are never written
+ * again: seg->frozen keeps writes out of them. step1_preflush: step 1 needs
+ * one too (the first append into the slot: its zeroed header or earlier
+ * segments are not durable yet). A failure kills the target.
+ */
+static int wb_write_two_steps(struct wb_device *wb, struct wb_segment *seg,
+			      void *hdr, u8 from, u8 n, bool step1_preflush,
+			      bool fua, struct wb_segment *zero_next)
+{
+	sector_t start = wb_slot_start_sector(seg->slot);
+	unsigned int lbs = wb_header_lbs(wb);
+	blk_opf_t opf = REQ_OP_WRITE | (step1_preflush ? REQ_PREFLUSH : 0);
+	struct wb_aio aio;
+	int step, err;
+
+	for (step = 1; step <= 2; step++) {
+		do {
+			wb_aio_init(&aio);
+			if (step == 2) {
+				wb_aio_submit(wb, &aio, WB_DEV_CACHE,
+					      REQ_OP_WRITE | REQ_PREFLUSH |
+					      (fua ? REQ_FUA : 0),
+					      start, hdr, lbs);
+			} else {
+				/* PREFLUSH on each: none may land before it. */
+				if (n > from)
+					wb_aio_submit(wb, &aio, WB_DEV_CACHE,
+						      opf,
+						      wb_data_block_sector(seg->slot, from),
+						      seg->buf + WB_BLOCK_SIZE * (1 + from),
+						      (n - from) * WB_BLOCK_SIZE);
+				if (lbs < WB_BLOCK_SIZE)
+					wb_aio_submit(wb, &aio, WB_DEV_CACHE,
+						      opf,
+						      start + (lbs >> WB_SECTOR_SHIFT),
+						      hdr + lbs, WB_BLOCK_SIZE - lbs);
+				if (zero_next)
+					wb_aio_submit(wb, &aio, WB_DEV_CACHE,
+						      REQ_OP_WRITE,
+						      wb_slot_start_sector(zero_next->slot),
+						      wb->zero_block, lbs);
+			}
+			err = wb_aio_wait(&aio);
+		} while (wb_retry_transient(wb, err));
+		if (err) {
+			if (!wb_dead(wb))
+				wb_set_dead(wb, WB_DEV_CACHE, WB_OP_WRITE,
+					    aio.err_sector, err);
+			return err;
+		}
+	}
+	return 0;
+}
+
+static bool wb_block_copies_done(struct wb_device *wb, struct wb_segment *seg,
+				 u8 from, u8 n)
+{
+	unsigned int *copying = seg->buf + WB_SEGMENT_SIZE;
+	bool done = true;
+	u8 i;
+
+	spin_lock(&wb->lock);
+	for (i = from; i < n && done; i++)
+		done = !copying[i];
+	spin_unlock(&wb->lock);
+	return done;
+}
+
+/*
+ * A commit that leaves the open segment open: its blocks [on_slot, n),
+ * which the caller froze (seg->frozen = n), and a header naming the first
+ * n blocks go to the slot (wb_write_two_steps), and the commit waiters of
+ * those blocks complete. Writes go on into the blocks past n meanwhile.
+ * An fsync of a block or two costs two small writes and a flush, where a
+ * sealed segment would cost a slot of the ring, and the ring would wrap,
+ * and wait for writeback, every nr_segments commits. Flusher only.
+ */
+static void wb_append_segment(struct wb_device *wb, struct wb_segment *seg,
+			      u8 n)
+{
+	struct wb_segment_header_device *hdr = wb->commit_header;
+	u8 from = seg->on_slot;
+	bool step1_preflush = false;
+	u64 started;
+	int err = 0;
+
+	wait_event(wb->copy_wait, wb_block_copies_done(wb, seg, from, n));
+	/* Reads of the slot's last lap finish first (see wb_write_segment). */
+	wb_wait_io(wb->copy_wait, !atomic_read(&seg->nr_dev_readers));
+
+	/* Writes past n may change the metablocks past n meanwhile: a copy. */
+	spin_lock(&wb->lock);
+	memcpy(hdr, seg->buf, WB_BLOCK_SIZE);
+	spin_unlock(&wb->lock);
+	wb_zero_metablock_tail((u8 *)hdr, n);
+	hdr->id = cpu_to_le64(seg->id);
+	hdr->length = n;
+	hdr->checksum = cpu_to_le32(wb_checksum_parts(hdr,
+						      seg->buf + WB_BLOCK_SIZE,
+						      n));
+
+	started = ktime_get_ns();
+	if (!from) {
+		if (!seg->header_zeroed) {
+			err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE,
+					 wb_slot_start_sector(seg->slot),
+					 wb->zero_block, wb_header_lbs(wb));
+			wb->zero_unflushed = true;
+		}
+		step1_preflush = wb->zero_unflushed ||
+				 READ_ONCE(wb->last_durable_id) + 1 < seg->id;
+	}
+	if (!err)
+		err = wb_write_two_steps(wb, seg, hdr, from, n, step1_preflush,
+					 true, NULL);
+	wb->last_seg_write_ns = ktime_get_ns() - started;
+	if (err)
+		return;
+
+	spin_lock(&wb->lock);
+	seg->on_slot = n;
+	seg->header_zeroed = false;
+	/* Step 2's PREFLUSH made every earlier write durable. */
+	wb->zero_unflushed = false;
+	WRITE_ONCE(wb->last_durable_id, max(wb->last_durable_id, seg->id - 1));
+	wb->append_durable_id = seg->id;
+	wb->append_durable_len = n;
+	/* As upstream counts its rewrites of a partial segment. */
+	atomic64_inc(&wb->nr_partial_flushed);
+	spin_unlock(&wb->lock);
+	wake_up_all(&wb->wait);
+}
+
+/*
+ * wb_write_segment for a segment that appends left on its slot already
+ * (seg->on_slot blocks): the rest in two steps, or nothing when no block
+ * came after the last append. Every earlier segment is durable (the first
+ * append made it so).
+ */
+static void wb_write_appended(struct wb_device *wb, struct wb_segment *seg,
+			      bool fua, struct wb_segment *zero_next)
+{
+	bool nothing_new = seg->on_slot == seg->length;
+	int err = 0;
+
+	if (!nothing_new)
+		err = wb_write_two_steps(wb, seg, seg->buf, seg->on_slot,
+					 seg->length, false, fua, zero_next);
+
+	spin_lock(&wb->lock);
+	wb->nr_seg_bufs--;
+	if (err) {
+		wb_reclaim_buf(wb, seg);
+	} else {
+		list_add_tail(&seg->retain_node, &wb->retained);
+		seg->on_slot = 0;
+		if (!nothing_new) {
+			/* Step 2's PREFLUSH covered zero_next's write too. */
+			wb->zero_unflushed = false;
+			if (zero_next)
+				zero_next->header_zeroed = true;
+		}
+		if (nothing_new || fua)
+			WRITE_ONCE(wb->last_durable_id, seg->id);
+		WRITE_ONCE(wb->last_flushed_id, seg->id);
+	}
+	spin_unlock(&wb->lock);
+	wake_up_all(&wb->wait);
+	wake_up(&wb->writeback_wait);
 }
 
 /*
@@ -423,6 +622,10 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 	hdr->length = seg->length;
 	hdr->checksum = cpu_to_le32(wb_checksum(buf, seg->length));
 
+	if (seg->on_slot) {
+		wb_write_appended(wb, seg, fua, zero_next);
+		return;
+	}
 	if (!seg->header_zeroed) {
 		err = wb_sync_io(wb, WB_DEV_CACHE, REQ_OP_WRITE, start,
 				 wb->zero_block, wb_header_lbs(wb));
@@ -505,18 +708,35 @@ static bool wb_gather_commits(struct wb_device *wb)
 }
 
 /*
+ * Whether the commit somebody waits for is one of the open segment, which
+ * an append can make durable without sealing it: it has blocks no append
+ * took yet, and room for more (a full one is sealed, its last write has
+ * nothing to wait for). Called with wb->lock held.
+ */
+static bool wb_append_fits(struct wb_device *wb)
+{
+	struct wb_segment *seg = wb->cur;
+
+	return seg && seg->id == wb->commit_id &&
+	       seg->length > seg->frozen &&
+	       seg->length < WB_BLOCKS_PER_SEGMENT;
+}
+
+/*
  * Writes sealed segments to the cache device one at a time in id order (the
  * workqueue is ordered, the queue is in id order) and completes the flush/FUA
  * bios. Group commit: while a segment is being written, new flush/FUA bios
- * gather in the open segment; the next round seals it and one segment write
- * completes all of them. A commit with nothing new to write costs one cache
- * flush, or nothing when its segment is durable already.
+ * gather in the open segment; the next round commits it and one write
+ * completes all of them. A commit of the open segment appends in place
+ * (wb_append_segment) and leaves it open; one with nothing new to write
+ * costs one cache flush, or nothing when its blocks are durable already.
  */
 void wb_flush_work(struct work_struct *work)
 {
 	struct wb_device *wb = container_of(work, struct wb_device, flush_work);
-	struct wb_segment *seg, *zero_next;
-	bool fua, flush_only, gathered = false;
+	struct wb_segment *seg, *zero_next, *append;
+	bool fua, flush_only, pending, gathered = false;
+	u8 append_len = 0;
 	u64 upto;
 
 	for (;;) {
@@ -528,17 +748,26 @@ void wb_flush_work(struct work_struct *work)
 		}
 		seg = list_first_entry_or_null(&wb->flush_queue,
 					       struct wb_segment, flush_node);
-		if (!seg && wb->commit_id > wb->last_sealed_id) {
+		append = NULL;
+		pending = !wb_commit_durable(wb, wb->commit_id, wb->commit_len);
+		if (!seg && pending && wb->commit_id > wb->last_sealed_id) {
 			/* Look again after a wait: a writer may have sealed. */
 			if (!gathered && wb_gather_commits(wb)) {
 				gathered = true;
 				spin_unlock(&wb->lock);
 				continue;
 			}
-			wb_seal(wb);
-			seg = list_first_entry_or_null(&wb->flush_queue,
-						       struct wb_segment,
-						       flush_node);
+			if (wb_append_fits(wb)) {
+				append = wb->cur;
+				append_len = append->length;
+				append->frozen = append_len;
+				WRITE_ONCE(wb->nr_open_commits, 0);
+			} else {
+				wb_seal(wb);
+				seg = list_first_entry_or_null(&wb->flush_queue,
+							       struct wb_segment,
+							       flush_node);
+			}
 		}
 		fua = false;
 		flush_only = false;
@@ -557,13 +786,17 @@ void wb_flush_work(struct work_struct *work)
 				zero_next = wb_seg_of_id(wb, seg->id + 1);
 			if (zero_next && zero_next->header_zeroed)
 				zero_next = NULL;
-		} else {
-			flush_only = wb->commit_id > wb->last_durable_id;
+		} else if (!append) {
+			flush_only = pending && wb->commit_id > wb->last_durable_id &&
+				     wb->commit_id <= wb->last_flushed_id;
 		}
 		spin_unlock(&wb->lock);
 
 		if (seg) {
 			wb_write_segment(wb, seg, fua, zero_next);
+			gathered = false;
+		} else if (append) {
+			wb_append_segment(wb, append, append_len);
 			gathered = false;
 		} else if (flush_only) {
 			/* Every segment up to upto is written: make it durable. */

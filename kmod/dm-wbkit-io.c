@@ -82,15 +82,16 @@ static void wb_flush_bio(struct wb_device *wb, struct bio *bio)
 {
 	bool waiting = false;
 	int err = 0;
-	u64 id;
 
 	spin_lock(&wb->lock);
 	if (wb_dead(wb)) {
 		err = -EIO;
 	} else {
-		id = wb->cur && wb->cur->length ? wb->cur->id :
-						  wb->last_sealed_id;
-		waiting = wb_add_commit_waiter(wb, bio, id);
+		bool open = wb->cur && wb->cur->length;
+
+		waiting = wb_add_commit_waiter(wb, bio,
+					       open ? wb->cur->id : wb->last_sealed_id,
+					       open ? wb->cur->length : WB_COMMIT_WHOLE);
 	}
 	spin_unlock(&wb->lock);
 	if (waiting) {
@@ -135,7 +136,9 @@ retry:
 		goto unlock;
 	seg = wb->cur;
 	old = wb_ht_lookup(wb, block);
-	on_buffer = old && wb_mb_seg(wb, old) == seg;
+	/* A block a commit took is on the slot, under its checksum: kept. */
+	on_buffer = old && wb_mb_seg(wb, old) == seg &&
+		    wb_mb_idx(wb, old) >= seg->frozen;
 	/*
 	 * A full segment stays open until a write needs a new block, as in
 	 * dm-writeboost: overwrites of its blocks still land in place and
@@ -239,7 +242,8 @@ retry:
 	seg->nr_writers--;
 	/* Only now: the flusher may complete the bio as soon as it is listed. */
 	if (commit && !wb_dead(wb))
-		waiting = wb_add_commit_waiter(wb, bio, seg->id);
+		waiting = wb_add_commit_waiter(wb, bio, seg->id,
+					       wb_mb_idx(wb, mb) + 1);
 	err = commit && wb_dead(wb) ? -EIO : 0;
 	spin_unlock(&wb->lock);
 	if (wq_has_sleeper(&wb->copy_wait))

@@ -324,8 +324,8 @@ static int wb_read_slot(struct wb_device *wb, u32 slot, void *buf,
 		if (err)
 			return err;
 	}
-	*verdict = wb_checksum(buf, length) == le32_to_cpu(hdr->checksum) ?
-		   WB_SLOT_VALID : WB_SLOT_BAD;
+	*verdict = wb_checksum_matches(buf, length) ? WB_SLOT_VALID :
+						      WB_SLOT_BAD;
 	return 0;
 }
 

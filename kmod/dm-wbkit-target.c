@@ -175,6 +175,7 @@ static void wb_destroy(struct wb_device *wb)
 	free_page((unsigned long)wb->bounce2);
 	free_page((unsigned long)wb->fallback_bounce);
 	free_page((unsigned long)wb->zero_block);
+	free_page((unsigned long)wb->commit_header);
 	vfree(wb->htable);
 	vfree(wb->mbs);
 	vfree(wb->segs);
@@ -196,7 +197,7 @@ static_assert(WB_NR_BUFS * WB_RAMBUF_SIZE + WB_SCRATCH_SIZE +
 	      WB_TUNABLE_MAX_NR_READ_CACHE_CELLS * (sizeof(struct wb_rc_cell) +
 					    sizeof(struct wb_rc_key) +
 					    sizeof(struct hlist_head)) +
-	      4 * PAGE_SIZE + sizeof(struct wb_device) <= WB_MEM_FIXED_BYTES,
+	      5 * PAGE_SIZE + sizeof(struct wb_device) <= WB_MEM_FIXED_BYTES,
 	      "the fixed part of the device's memory");
 
 static int wb_alloc_metadata(struct wb_device *wb)
@@ -256,8 +257,9 @@ static int wb_alloc_metadata(struct wb_device *wb)
 	wb->bounce2 = (void *)__get_free_page(GFP_KERNEL);
 	wb->fallback_bounce = (void *)__get_free_page(GFP_KERNEL);
 	wb->zero_block = (void *)get_zeroed_page(GFP_KERNEL);
+	wb->commit_header = (void *)__get_free_page(GFP_KERNEL);
 	if (!wb->writeback_entries || !wb->bounce || !wb->bounce2 ||
-	    !wb->fallback_bounce || !wb->zero_block)
+	    !wb->fallback_bounce || !wb->zero_block || !wb->commit_header)
 		return -ENOMEM;
 	return 0;
 }

@@ -21,8 +21,9 @@
  * - seg->nr_writers: the same, per segment; the flusher waits for 0 before
  *   it checksums and writes the segment.
  * - seg->nr_buf_readers: reads copying out of a sealed segment's seg->buf
- *   (the open segment's blocks are overwritten in place, so reads copy
- *   those under the lock); the buffer goes back to the pool only at 0.
+ *   (the open segment's blocks past seg->frozen are overwritten in place,
+ *   so reads copy those under the lock); the buffer goes back to the pool
+ *   only at 0.
  *   Writeback and the move forward copy blocks out of a kept buffer under
  *   the lock instead.
  * - seg->nr_dev_readers: reads of the slot on the cache device (remapped
@@ -199,6 +200,18 @@ struct wb_segment {
 	u32 slot;
 	u8 length;		/* valid metablocks */
 	/*
+	 * Under lock: blocks [0, frozen) of the open segment were taken by a
+	 * commit (wb_append_segment) and are never overwritten in place again:
+	 * the committed header's checksum covers them on the slot. A write to
+	 * one of them takes a new block of the segment instead.
+	 */
+	u8 frozen;
+	/*
+	 * Flusher only: blocks [0, on_slot) and a header naming them are on
+	 * the slot, durable (an append in place); 0 before the first append.
+	 */
+	u8 on_slot;
+	/*
 	 * RAM buffer: while the segment is not yet on the cache device, and
 	 * after that, equal to the slot's data, until the pool needs it back
 	 * (wb->retained), so that reads of recent writes need no device read.
@@ -313,7 +326,12 @@ struct wb_per_bio {
 	struct wb_metablock *mb;
 	bool clean;
 	sector_t backing_sector;
-	u64 commit_id;		/* flush/FUA: completes once this id is durable */
+	/*
+	 * flush/FUA: completes once segment commit_id is durable, or its first
+	 * commit_len blocks are (an append, WB_COMMIT_WHOLE: the whole segment)
+	 */
+	u64 commit_id;
+	u8 commit_len;
 	/* WB_REMAP_READ_CACHE and WB_REMAP_CACHE: the data, at map time */
 	struct bvec_iter iter;
 	u32 cell;		/* WB_REMAP_READ_CACHE */
@@ -395,6 +413,10 @@ struct wb_device {
 	wait_queue_head_t copy_wait;	/* a pin dropped to 0 */
 	struct bio_list commit_waiters;	/* flush/FUA bios, see wb_per_bio */
 	u64 commit_id;			/* highest id somebody needs durable */
+	u8 commit_len;			/* ... and its blocks, as wb_per_bio */
+	/* The open segment's blocks that are durable (wb_append_segment) */
+	u64 append_durable_id;
+	u8 append_durable_len;
 	/* Group commit (wb_gather_commits): */
 	unsigned int nr_open_commits;	/* commit waiters of the open segment */
 	unsigned int last_commit_group;	/* bios the last commit completed */
@@ -424,6 +446,7 @@ struct wb_device {
 	struct workqueue_struct *flush_wq;
 	struct work_struct flush_work;
 	bool zero_unflushed;		/* flusher only: a zeroed header not yet flushed */
+	void *commit_header;		/* flusher only: 4 KiB, an append's header */
 	u64 last_seg_write_ns;		/* flusher only: how long the last one took */
 
 	/* Writeback daemon */
@@ -506,6 +529,8 @@ struct wb_device {
 
 /* dm-wbkit-core.c: checksum, dead state, error counts (and wb_wait_slow) */
 u32 wb_checksum(const void *seg_buf, u8 length);
+u32 wb_checksum_parts(const void *header_block, const void *data, u8 length);
+bool wb_checksum_matches(void *seg_buf, u8 length);
 void wb_set_dead(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op,
 		 u64 sector, int err);
 void wb_count_error(struct wb_device *wb, enum wb_dev_kind dev, enum wb_op op);
@@ -563,7 +588,8 @@ static inline int wb_get_cur(struct wb_device *wb)
 
 int wb_wait_flushed(struct wb_device *wb, u64 id);
 u64 wb_seal_for_flush(struct wb_device *wb);
-bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id);
+bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id,
+			  u8 len);
 void wb_seal(struct wb_device *wb);
 void wb_commit(struct wb_device *wb);
 void wb_flush_work(struct work_struct *work);
@@ -684,6 +710,20 @@ static inline bool wb_next_run(u8 bits, unsigned int *start, unsigned int *end)
  * the last commit completed, so sealing it need not wait for more. Read
  * without wb->lock too, in wb_gather_commits' wait condition.
  */
+/* A commit of segment id's first len blocks: WB_COMMIT_WHOLE, all of them. */
+#define WB_COMMIT_WHOLE		(WB_BLOCKS_PER_SEGMENT + 1)
+
+/*
+ * Whether the first len blocks of segment id are durable on the cache
+ * device: the whole segment is, or an append made those blocks durable
+ * while the segment stayed open. Called with wb->lock held.
+ */
+static inline bool wb_commit_durable(struct wb_device *wb, u64 id, u8 len)
+{
+	return id <= wb->last_durable_id ||
+	       (id == wb->append_durable_id && len <= wb->append_durable_len);
+}
+
 static inline bool wb_commit_group_gathered(struct wb_device *wb)
 {
 	return READ_ONCE(wb->nr_open_commits) >=
