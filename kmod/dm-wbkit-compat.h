@@ -26,4 +26,17 @@
 #define WB_TABLE_MODE_WRITE FMODE_WRITE
 #endif
 
+/*
+ * The CRC-32C of len zero bytes appended to a CRC: 6.15 renamed it, and a
+ * kernel may drop it. Without it an append checksums its whole segment
+ * again instead of its new blocks (wb_append_checksum).
+ */
+#if defined(WB_HAVE_CRC32C_SHIFT)
+#include <linux/crc32.h>
+#define wb_crc32c_shift(crc, len) crc32c_shift(crc, len)
+#elif defined(WB_HAVE_CRC32C_LE_SHIFT)
+#include <linux/crc32.h>
+#define wb_crc32c_shift(crc, len) __crc32c_le_shift(crc, len)
+#endif
+
 #endif /* DM_WBKIT_COMPAT_H */

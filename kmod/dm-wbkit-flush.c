@@ -4,6 +4,7 @@
  * at, the segment buffer pool, the open segment, sealing, group commit and
  * the segment writes to the cache device.
  */
+#include <linux/crc32c.h>
 #include <linux/ktime.h>
 #include <linux/vmalloc.h>
 
@@ -340,6 +341,32 @@ void wb_commit(struct wb_device *wb)
 }
 
 /*
+ * The open segment's blocks so far become durable on the cache device
+ * soon, by an append (wb_flush_work): the segment stays open.
+ */
+void wb_commit_open(struct wb_device *wb)
+{
+	spin_lock(&wb->lock);
+	if (wb->cur && wb->cur->length)
+		wb_want_commit(wb, wb->cur->id, wb->cur->length);
+	else
+		wb_want_commit(wb, wb->last_sealed_id, WB_COMMIT_WHOLE);
+	spin_unlock(&wb->lock);
+	queue_work(wb->flush_wq, &wb->flush_work);
+}
+
+/* wb_commit_durable for a wait condition: takes wb->lock. */
+bool wb_is_durable(struct wb_device *wb, u64 id, u8 len)
+{
+	bool durable;
+
+	spin_lock(&wb->lock);
+	durable = wb_commit_durable(wb, id, len);
+	spin_unlock(&wb->lock);
+	return durable;
+}
+
+/*
  * Completes the flush/FUA bios whose segment is durable. A dead target
  * fails the others; a bio whose segment became durable before the death
  * still succeeds: its data is on the cache device's media.
@@ -469,6 +496,31 @@ static bool wb_block_copies_done(struct wb_device *wb, struct wb_segment *seg,
 }
 
 /*
+ * The checksum of the header block hdr over seg's first n blocks, reading
+ * only blocks [from, n): the data's CRC goes on from seg->data_crc, and
+ * the header's is moved past the data by the CRC's shift (CRC-32C is
+ * linear: crc(h . d) = shift(crc(h), |d|) ^ crc0(d)). An fsync a block
+ * then costs the CRC of its block, not of the whole segment so far (1.1 ms
+ * at half a segment under TCG). Without the shift, the whole segment.
+ */
+static u32 wb_append_checksum(struct wb_segment *seg, const void *hdr,
+			      u8 from, u8 n)
+{
+#ifdef wb_crc32c_shift
+	u32 crc = crc32c(0xffffffff, hdr + WB_SEGMENT_HEADER_SIZE,
+			 WB_BLOCK_SIZE - WB_SEGMENT_HEADER_SIZE);
+
+	seg->data_crc = crc32c(from ? seg->data_crc : 0,
+			       seg->buf + WB_BLOCK_SIZE * (1 + from),
+			       (size_t)(n - from) * WB_BLOCK_SIZE);
+	return ~(wb_crc32c_shift(crc, (size_t)n * WB_BLOCK_SIZE) ^
+		 seg->data_crc);
+#else
+	return wb_checksum_parts(hdr, seg->buf + WB_BLOCK_SIZE, n);
+#endif
+}
+
+/*
  * A commit that leaves the open segment open: its blocks [on_slot, n),
  * which the caller froze (seg->frozen = n), and a header naming the first
  * n blocks go to the slot (wb_write_two_steps), and the commit waiters of
@@ -497,9 +549,7 @@ static void wb_append_segment(struct wb_device *wb, struct wb_segment *seg,
 	wb_zero_metablock_tail((u8 *)hdr, n);
 	hdr->id = cpu_to_le64(seg->id);
 	hdr->length = n;
-	hdr->checksum = cpu_to_le32(wb_checksum_parts(hdr,
-						      seg->buf + WB_BLOCK_SIZE,
-						      n));
+	hdr->checksum = cpu_to_le32(wb_append_checksum(seg, hdr, from, n));
 
 	started = ktime_get_ns();
 	if (!from) {

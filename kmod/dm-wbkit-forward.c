@@ -24,17 +24,24 @@
  * sorted sweep.
  */
 #define WB_FORWARD_MAX_BLOCKS	(WB_BLOCKS_PER_SEGMENT / 2)
+static unsigned int wb_forward_count(struct wb_segment *seg, u8 len);
+
 /*
  * Whether the daemon should try wb_forward_heads: writes came in the last
  * second, the ring is within twice wb_low_slots of full and its oldest
- * segment is small. An idle device changes nothing (a cache just replayed
- * stays as upstream leaves it, scenario 65). Read without the lock:
+ * segment has at most WB_FORWARD_MAX_BLOCKS blocks to move: a small one
+ * (a commit sealed it early: a suspend, sync_data_interval, a move of its
+ * own), or one whose blocks were mostly written again since (fsync writers
+ * append to the open segment, so theirs fill up; over a small region most
+ * of their blocks are soon superseded). An idle device changes nothing (a
+ * cache just replayed stays as upstream leaves it, scenario 65).
  * wb_forward_heads looks again.
  */
 bool wb_forward_wanted(struct wb_device *wb)
 {
 	u64 lw = READ_ONCE(wb->last_writeback_id);
 	struct wb_segment *head = wb_seg_of_id(wb, lw + 1);
+	bool small;
 
 	if (atomic_read(&wb->drop_caches) ||
 	    test_bit(WB_F_SUSPENDING, &wb->flags) ||
@@ -42,8 +49,11 @@ bool wb_forward_wanted(struct wb_device *wb)
 	    lw >= READ_ONCE(wb->last_flushed_id) ||
 	    wb_free_slots(wb) >= 2 * wb_low_slots(wb))
 		return false;
-	return READ_ONCE(head->id) == lw + 1 &&
-	       READ_ONCE(head->length) <= WB_FORWARD_MAX_BLOCKS;
+	spin_lock(&wb->lock);
+	small = head->id == lw + 1 &&
+		wb_forward_count(head, head->length) <= WB_FORWARD_MAX_BLOCKS;
+	spin_unlock(&wb->lock);
+	return small;
 }
 
 /*
@@ -86,9 +96,9 @@ static u64 wb_newest_id(struct wb_device *wb)
 
 /*
  * Copies seg's blocks that wb_forward_needed into the open segment (one is
- * opened if none is and a slot is free, or sealed and another opened if it
- * is full), from data (seg's data blocks), and makes the copies the newest
- * ones. False, with nothing moved, when they do not fit or no slot is free
+ * opened if none is and a slot is free, or sealed and another opened if
+ * they do not fit), from data (seg's data blocks), and makes the copies the
+ * newest ones. False, with nothing moved, when no slot is free
  * (the daemon must not wait for one: only it frees them). *target becomes
  * at least the newest segment holding anything (wb_newest_id): the copies,
  * and the newer copies of seg's blocks that need none. Once it is durable,
@@ -113,8 +123,7 @@ static bool wb_forward_seg(struct wb_device *wb, struct wb_segment *seg,
 		need = wb_forward_count(seg, len);
 		if (cur->length + need <= WB_BLOCKS_PER_SEGMENT)
 			break;
-		if (cur->length < WB_BLOCKS_PER_SEGMENT)
-			return false;
+		/* Into the next segment: this one is full or nearly. */
 		wb_seal(wb);
 	}
 	for (j = 0; j < len; j++) {
@@ -229,13 +238,16 @@ bool wb_forward_heads(struct wb_device *wb)
 	u8 lens[WB_MAX_BATCH];
 	bool has_dirty[WB_MAX_BATCH];
 	unsigned int n, k, j, room, nr_blocks = 0, nr_read = 0;
+	bool fresh;
 	u64 lw, target = 0;
+	u8 target_len;
 
 	if (!wb_forward_wanted(wb))
 		return false;
 	spin_lock(&wb->lock);
 	lw = wb->last_writeback_id;
 	room = WB_BLOCKS_PER_SEGMENT - (wb->cur ? wb->cur->length : 0);
+	fresh = !wb->cur || !wb->cur->length;
 	for (n = 0; n < WB_MAX_BATCH && lw + 1 + n <= wb->last_flushed_id; n++) {
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + n);
 		u8 len = seg->id == lw + 1 + n ? seg->length : 0;
@@ -245,9 +257,20 @@ bool wb_forward_heads(struct wb_device *wb)
 		 * Whole segments are read, into wb->stream; one with nothing
 		 * to copy is not read at all.
 		 */
-		if (need > WB_FORWARD_MAX_BLOCKS || nr_blocks + need > room ||
+		if (need > WB_FORWARD_MAX_BLOCKS ||
 		    (need && nr_read + len > WB_STREAM_BLOCKS))
 			break;
+		/*
+		 * fsync writers fill the open segment (they append to it):
+		 * the first copies may seal it and take a segment of their own
+		 * (wb_forward_seg).
+		 */
+		if (nr_blocks + need > room) {
+			if (nr_blocks)
+				break;
+			room = WB_BLOCKS_PER_SEGMENT;
+			fresh = true;
+		}
 		nr_blocks += need;
 		nr_read += need ? len : 0;
 		segs[n] = seg;
@@ -260,7 +283,7 @@ bool wb_forward_heads(struct wb_device *wb)
 	 * have to commit the segment itself), and an idle device would go
 	 * on moving it.
 	 */
-	if (!nr_blocks || (n < 2 && (!wb->cur || !wb->cur->length))) {
+	if (!nr_blocks || (n < 2 && fresh)) {
 		spin_unlock(&wb->lock);
 		return false;
 	}
@@ -283,11 +306,16 @@ bool wb_forward_heads(struct wb_device *wb)
 	if (!k)
 		return false;
 
-	wait_event_hrtimeout(wb->wait, READ_ONCE(wb->last_durable_id) >= target ||
+	/* Copies into the open segment are durable once an append took them. */
+	spin_lock(&wb->lock);
+	target_len = wb->cur && wb->cur->id == target ? wb->cur->length :
+							WB_COMMIT_WHOLE;
+	spin_unlock(&wb->lock);
+	wait_event_hrtimeout(wb->wait, wb_is_durable(wb, target, target_len) ||
 			     wb_dead(wb), ns_to_ktime(WB_FORWARD_WAIT_NS));
-	if (READ_ONCE(wb->last_durable_id) < target) {
-		wb_commit(wb);
-		wb_wait_io(wb->wait, READ_ONCE(wb->last_durable_id) >= target ||
+	if (!wb_is_durable(wb, target, target_len)) {
+		wb_commit_open(wb);
+		wb_wait_io(wb->wait, wb_is_durable(wb, target, target_len) ||
 			   wb_dead(wb));
 	}
 	if (wb_dead(wb))

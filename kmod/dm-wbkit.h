@@ -231,6 +231,11 @@ struct wb_segment {
 	unsigned int nr_read_waiters;
 	atomic_t nr_buf_readers;
 	atomic_t nr_dev_readers;
+	/*
+	 * Flusher only: CRC-32C register (seeded 0, not inverted) of data
+	 * blocks [0, on_slot), so an append checksums only its new blocks.
+	 */
+	u32 data_crc;
 	struct list_head flush_node;
 	struct list_head retain_node;	/* in wb->retained while buf is kept */
 	struct wb_metablock *mb;	/* WB_BLOCKS_PER_SEGMENT entries */
@@ -590,6 +595,8 @@ int wb_wait_flushed(struct wb_device *wb, u64 id);
 u64 wb_seal_for_flush(struct wb_device *wb);
 bool wb_add_commit_waiter(struct wb_device *wb, struct bio *bio, u64 id,
 			  u8 len);
+void wb_commit_open(struct wb_device *wb);
+bool wb_is_durable(struct wb_device *wb, u64 id, u8 len);
 void wb_seal(struct wb_device *wb);
 void wb_commit(struct wb_device *wb);
 void wb_flush_work(struct work_struct *work);

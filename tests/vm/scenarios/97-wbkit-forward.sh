@@ -2,8 +2,9 @@
 # shows: a block's older copy alone in the oldest segment, its newer one in a
 #   full segment: the move must not copy the superseded copy (the block reads
 #   its newest data live and after every replay, and the dirty count stays
-#   within the cache's blocks); fsync-heavy writes (two blocks a commit) wrap an
-#   8 MiB cache dozens of times: small segments move forward (`forward_counts`),
+#   within the cache's blocks); small segments (two blocks a commit, each
+#   sealed by a suspend) wrap an 8 MiB cache dozens of times and move
+#   forward (`forward_counts`),
 #   every fsynced write reads back live, fio's verify holds with `O_DSYNC`
 #   writers racing the moves; the log left dirty passes `wbdump`, replays
 #   offline with `wbreplay`, and replays to the same data in upstream's module
@@ -12,13 +13,15 @@
 #
 # dm-wbkit moves small segments forward (kmod/README "Small segments move
 # forward"): an 8 MiB cache (15 segments) takes fsync-heavy writes, two
-# blocks per commit: first spread over a region four times its size, then
+# blocks per commit: first spread over a region four times its size (an
+# fsync appends to the open segment, so these fill whole segments), then
 # over one smaller than the blocks the moves keep in the cache, with partial
-# blocks (one sector of five writes), so that most blocks are written again
-# while an older copy still waits in a small segment. The ring wraps dozens
-# of times with segments of one commit each. The oldest segments' blocks are
-# copied into the open segment instead of written back, and count as
-# written back once that segment is durable.
+# blocks (one sector of five writes), each commit followed by a suspend and
+# resume, which seals the open segment: so most blocks are written again
+# while an older copy still waits in a small segment, and the ring wraps
+# dozens of times with segments of one commit each. The oldest segments'
+# blocks are copied into the open segment instead of written back, and
+# count as written back once that segment is durable.
 #
 # First, before the stamped writes, a block whose older copy sits alone in
 # the ring's oldest segment, another block alone in the next, and the first
@@ -46,7 +49,8 @@ make_devices backing 48M cache 8M
 # 38 MiB: between B's region and fio's, 512 KiB aligned.
 SUPERSEDED_BLOCK=9728
 A="--seed 97 --ops 3000 --size 32M"
-B="--seed 98 --ops 3000 --offset 32M --size 6M --partial-pct 20"
+B_OPS=400
+B="--seed 98 --ops $B_OPS --offset 32M --size 6M --partial-pct 20"
 run_guest <<GUEST
 wb_load_target wbkit
 table="0 \$(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
@@ -57,14 +61,25 @@ wb_dm_create wb "\$table"
 # $SUPERSEDED_BLOCK again with the 127 blocks after it, flushed.
 \$DD if=/dev/urandom of=/tmp/older bs=4k count=1 2>/dev/null
 \$DD if=/dev/urandom of=/tmp/newer bs=4k count=129 2>/dev/null
+# A suspend seals the open segment (an fsync alone appends to it).
+seal() { \$DMSETUP suspend wb && \$DMSETUP resume wb || wb_fail "suspend and resume"; }
 \$DD if=/tmp/older of=\$dev bs=4k seek=$SUPERSEDED_BLOCK oflag=direct,dsync 2>/dev/null || wb_fail "older copy"
+seal
 \$DD if=/tmp/newer of=\$dev bs=4k skip=128 seek=$((SUPERSEDED_BLOCK + 128)) count=1 oflag=direct,dsync 2>/dev/null || wb_fail "second block"
+seal
 \$DD if=/tmp/newer of=\$dev bs=4k seek=$SUPERSEDED_BLOCK count=128 oflag=direct conv=fsync 2>/dev/null || wb_fail "newer copy"
 newer_sum=\$(wb_digest </tmp/newer)
 wb_report newer_sum "\$newer_sum"
 wb_report older_sum "\$(wb_digest </tmp/older)"
 wb_stamp write_a write \$dev $A --flush-every 2 --final-flush
-wb_stamp write_b write \$dev $B --flush-every 2 --final-flush
+first=1
+while [ \$first -le $B_OPS ]; do
+	\$WBSTAMP write \$dev $B --first \$first --ops \$((first + 1)) --flush-every 2 >/tmp/w.out 2>&1 ||
+		{ cat /tmp/w.out; wb_fail "write_b at \$first"; }
+	seal
+	first=\$((first + 2))
+done
+wb_report write_b ok
 wb_report forward_written "\$(\$DMSETUP message wb 0 forward_counts)"
 wb_report status_written "\$(wb_dm_status wb)"
 \$DD if=\$dev of=/tmp/live bs=4k skip=$SUPERSEDED_BLOCK count=129 iflag=direct 2>/dev/null || wb_fail "read back"
@@ -72,7 +87,7 @@ live_sum=\$(wb_digest </tmp/live)
 wb_report newer_live "\$([ "\$live_sum" = "\$newer_sum" ] && echo ok || echo "failed: \$live_sum")"
 wb_report first_block_live "\$(\$DD if=/tmp/live bs=4k count=1 2>/dev/null | wb_digest)"
 wb_stamp verify_a_live verify \$dev $A --flushed 3000
-wb_stamp verify_b_live verify \$dev $B --flushed 3000
+wb_stamp verify_b_live verify \$dev $B --flushed $B_OPS
 if \$FIO --direct=1 --ioengine=libaio --iodepth=1 --sync=1 --rw=randwrite \\
 	--verify=crc32c --verify_backlog=8 --verify_fatal=1 --filename=\$dev \\
 	--name=dsync --bs=4k --size=4M --offset=40M --numjobs=2 \\
@@ -113,10 +128,10 @@ if [ "$dump_rc" != 0 ]; then
 	exit 1
 fi
 replay_offline || exit 1
-for w in "$A" "$B"; do
-	# shellcheck disable=SC2086
-	"$VM_WBSTAMP" verify "$work/offline.img" $w --flushed 3000 || { echo "offline replay fails verification"; exit 1; }
-done
+# shellcheck disable=SC2086
+"$VM_WBSTAMP" verify "$work/offline.img" $A --flushed 3000 || { echo "offline replay fails verification"; exit 1; }
+# shellcheck disable=SC2086
+"$VM_WBSTAMP" verify "$work/offline.img" $B --flushed $B_OPS || { echo "offline replay fails verification"; exit 1; }
 offline_newer=$(dd if="$work/offline.img" bs=4k skip=$SUPERSEDED_BLOCK count=129 status=none | sha256sum | cut -d' ' -f1)
 [ "$offline_newer" = "$(vm_result newer_sum)" ] || { echo "offline replay: the blocks written before the stamps are not their newest data"; exit 1; }
 offline_sum=$(sha256sum <"$work/offline.img" | cut -d' ' -f1)
