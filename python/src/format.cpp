@@ -3,6 +3,7 @@
 
 #include "bindings.hpp"
 #include "wbkit/format.hpp"
+#include "wbkit/slot_state.hpp"
 
 namespace wbkit::python {
 
@@ -155,6 +156,39 @@ void bind_format(py::module_& m)
 		},
 		py::arg("segment"), py::arg("length"),
 		"CRC-32C over bytes [512, 4096 * (length + 1)) of a segment, as the header stores it.");
+
+	py::class_<ChecksumVerdict>(m, "ChecksumVerdict",
+				    "What a segment's stored checksum says (docs/FORMAT.md, Checksum): the library's one "
+				    "decision, as the scan makes it.")
+		.def_readonly("state", &ChecksumVerdict::state,
+			      "SlotState.VALID, SlotState.LEGACY_CHECKSUM or SlotState.CHECKSUM_MISMATCH.")
+		.def_readonly("computed", &ChecksumVerdict::computed,
+			      "The CRC of the reading that matched; the CRC of the bytes as they are when none did.")
+		.def_readonly("ignored_metablocks", &ChecksumVerdict::ignored_metablocks,
+			      "Valid only with the metablocks past length read as zero (an append in place cut "
+			      "between its two writes): how many it ignores. 0 otherwise.")
+		.def_property_readonly("tail_ignored", &ChecksumVerdict::tail_ignored, "ignored_metablocks > 0.")
+		.def("__repr__", [](const ChecksumVerdict& v) {
+			return fmt::format("ChecksumVerdict(state=SlotState.{}, computed=0x{:08x}, ignored_metablocks={})",
+					   enum_member_name(slot_state_name(v.state)), v.computed, v.ignored_metablocks);
+		});
+
+	m.def(
+		"check_segment_checksum",
+		[](const py::buffer& data) {
+			py::buffer_info info;
+			auto bytes = at_least(data, info, block_size, "the segment");
+			const SegmentHeader h = parse_segment_header(bytes.first(block_size));
+			if (!h.length_valid())
+				throw py::value_error(fmt::format("length {} is more than {}", h.length, blocks_per_segment));
+			bytes = at_least(data, info, block_size * (h.length + 1ULL), "the segment");
+			py::gil_scoped_release unlocked;
+			return checksum_verdict(h.checksum, segment_crc(bytes, h.length));
+		},
+		py::arg("segment"),
+		"Whether a segment's stored checksum matches: the CRC of the bytes as they are, or the CRC with the "
+		"metablocks past length read as zero (an append in place cut between its two writes). segment holds "
+		"at least the header block and the length data blocks it names.");
 }
 
 } // namespace wbkit::python

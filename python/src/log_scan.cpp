@@ -175,6 +175,10 @@ void bind_log_scan(py::module_& m)
 			"checksum_ok", [](const SlotEntry& e) { return e.info.state == SlotState::valid; },
 			"The segment is valid: its checksum was computed and matches (state is SlotState.VALID).")
 		.def_property_readonly(
+			"ignored_metablocks", [](const SlotEntry& e) { return e.info.ignored_metablocks; },
+			"Valid only with the metablocks past length read as zero (an append in place cut between its two "
+			"writes, finding append-not-committed): how many it ignores. 0 otherwise.")
+		.def_property_readonly(
 			"in_log", [](const SlotEntry& e) { return e.info.in_log; },
 			"The replay walk applied this segment.")
 		.def("__repr__", [](const SlotEntry& e) {

@@ -96,6 +96,14 @@ void bind_log_writer(py::module_& m)
 			"tear_segment", [](Writer& w, const py::int_& id) { w.get().tear_segment(to_u64(id, "id")); }, py::arg("id"),
 			"Overwrite the later half of a written segment with stale bytes, as a torn write leaves it.")
 		.def(
+			"cut_append",
+			[](Writer& w, const py::int_& id, unsigned committed) {
+				w.get().cut_append(to_u64(id, "id"), committed);
+			},
+			py::arg("id"), py::arg("committed"),
+			"An append in place cut between its two writes: the header's first sector goes back to length "
+			"`committed` and that prefix's checksum, while the metablock area still names the blocks past it.")
+		.def(
 			"set_superblock_record",
 			[](Writer& w, const py::int_& id) { w.get().set_superblock_record(to_u64(id, "id")); }, py::arg("id"),
 			"Write the superblock record (last_writeback_segment_id).")

@@ -25,6 +25,9 @@ void bind_segment_views(py::module_& m)
 		.def_property_readonly(
 			"checksum_ok", [](const SlotDetail& d) { return d.state == SlotState::valid; },
 			"The segment is valid: its checksum was computed and matches (state is SlotState.VALID).")
+		.def_readonly("ignored_metablocks", &SlotDetail::ignored_metablocks,
+			      "Valid only with the metablocks past length read as zero (an append in place cut between "
+			      "its two writes, finding append-not-committed): how many it ignores. 0 otherwise.")
 		.def_readonly("state", &SlotDetail::state, "A SlotState.")
 		.def_readonly("header_readable", &SlotDetail::header_readable, "The 4 KiB header block could be read.")
 		.def_readonly("data_readable", &SlotDetail::data_readable,

@@ -122,7 +122,7 @@ def every_object(written_cache):
             iter(scan.slots), iter(scan.findings), seg, seg.header, seg.metablocks[0], c.segments(), c.metablocks(),
             next(c.metablocks()), c.block(16), c.block(10**6), plan, plan.summary, extent, extent.sources[0],
             plan.segment_uses()[0], plan.extents(), wbkit.all_findings()[0], wbkit.Crc32c(),
-            wbkit.parse_superblock_header(bytes(512)), wbkit.testing.LogWriter(make_image(cache.parent / "w.img", 4 << 20))]
+            wbkit.check_segment_checksum(bytes(4096)), wbkit.parse_superblock_header(bytes(512)), wbkit.testing.LogWriter(make_image(cache.parent / "w.img", 4 << 20))]
 
 
 def test_every_object_has_a_repr(written_cache):

@@ -64,3 +64,20 @@ def make_cache(path, nr_slots, segments, record=0, magic=True):
     with open(path, "wb") as f:
         f.write(image)
     return path
+
+
+def cut_append(path, nr_slots, seg_id, committed):
+    """An append in place cut between its two writes (docs/FORMAT.md,
+    "Checksum"): segment seg_id, written whole by make_cache, gets back the
+    first header sector the commit at length `committed` wrote: that length,
+    and the checksum of that prefix with the metablock area zero past it.
+    Its metablock area and data blocks still name and hold the rest."""
+    with open(path, "r+b") as f:
+        off = SUPERBLOCK_SIZE + ((seg_id - 1) % nr_slots) * SEGMENT_SIZE
+        f.seek(off)
+        segment = f.read(BLOCK * (committed + 1))
+        tail = METABLOCK_AREA + METABLOCK_SIZE * committed
+        checksum = crc32c(segment[METABLOCK_AREA:tail] + bytes(BLOCK - tail) + segment[BLOCK:])
+        f.seek(off)
+        f.write(struct.pack("<QIB", seg_id, checksum, committed))
+    return path

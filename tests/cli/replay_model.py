@@ -24,6 +24,16 @@ def dirty_sources(image: bytes) -> dict:
     return _replay(image)[1]
 
 
+def checksum_holds(segment: bytes, length: int, checksum: int) -> bool:
+    """The CRC over [512, 4096 * (length + 1)) as the bytes are, or with the
+    header's bytes from metablock `length` on read as zero: an append in
+    place whose header (id, checksum, length) did not land."""
+    if crc32c(segment[METABLOCK_AREA:]) == checksum:
+        return True
+    tail = METABLOCK_AREA + METABLOCK_SIZE * length
+    return any(segment[tail:BLOCK]) and crc32c(segment[METABLOCK_AREA:tail] + bytes(BLOCK - tail) + segment[BLOCK:]) == checksum
+
+
 def _replay(image: bytes):
     nr = (len(image) - SUPERBLOCK_SIZE) // SEGMENT_SIZE
     assert nr >= 1 and struct.unpack_from("<I", image, 0)[0] == MAGIC
@@ -33,8 +43,8 @@ def _replay(image: bytes):
     def slot(k):
         off = SUPERBLOCK_SIZE + k * SEGMENT_SIZE
         seg_id, checksum, length = struct.unpack_from("<QIB", image, off)
-        good = length <= 127 and crc32c(image[off + METABLOCK_AREA:off + BLOCK * (length + 1)]) == checksum
-        return off, seg_id, length, good
+        return off, seg_id, length, length <= 127 and checksum_holds(image[off:off + BLOCK * (length + 1)], length,
+                                                                     checksum)
 
     slots = [slot(k) for k in range(nr)]
     max_id = max(s[1] for s in slots)

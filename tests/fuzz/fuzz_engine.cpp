@@ -1,6 +1,7 @@
 // libFuzzer target that reaches the engines: the input describes a small
-// cache (a few slots: ids, lengths, metablocks, checksums valid or not, the
-// superblock record and magic, sometimes the trust record) built on the
+// cache (a few slots: ids, lengths, metablocks, checksums valid or not,
+// appends in place cut between their two writes, the superblock record and
+// magic, sometimes the trust record) built on the
 // in-memory device, and the harness runs the scan, the replay plan and its
 // execution, and recovery with and without salvage, asserting the invariants:
 //   - the scan's last_flushed_id, last_writeback_id and refusal (whether the
@@ -129,10 +130,24 @@ void build_image(Input& in, std::vector<std::byte>& image, std::vector<Written>&
 		}
 		write_segment_header(seg.first(block_size), h);
 		const unsigned usable = h.usable_length();
+		// An append in place cut between its two writes (docs/FORMAT.md,
+		// "Checksum"): the header commits the first half of the blocks, its
+		// metablock area and the data already name the rest.
+		std::optional<std::uint8_t> committed;
 		switch ((seg_flags >> 6) & 3) {
 		case 0:
-		case 1:
 			h.checksum = segment_checksum(seg, usable);
+			break;
+		case 1:
+			if (h.length_valid() && described > 0) {
+				committed = std::uint8_t(std::min(unsigned(h.length), described) / 2);
+				SegmentHeader first = h;
+				first.length = *committed;
+				write_segment_header(seg.first(block_size), first);
+				h.checksum = segment_checksum(seg, *committed);
+			} else {
+				h.checksum = segment_checksum(seg, usable);
+			}
 			break;
 		case 2:
 			h.checksum = ~segment_checksum(seg, usable); // upstream before 2.0.2
@@ -141,6 +156,8 @@ void build_image(Input& in, std::vector<std::byte>& image, std::vector<Written>&
 			h.checksum = std::uint32_t(in.u64());
 		}
 		write_segment_header(seg.first(block_size), h);
+		if (committed)
+			store_le<std::uint8_t>(seg, WB_SEG_LENGTH_OFFSET, *committed);
 	}
 	// The trust record, as dm-wbkit writes it when it formats: the torn-rewrite
 	// rule is off on such a cache. Its value is read last, so that the bytes

@@ -161,14 +161,25 @@ struct RawCache {
 		return v;
 	}
 	// The slot's length fits and its checksum (over the header past its
-	// first sector and the data blocks) holds.
+	// first sector and the data blocks) holds: as the bytes are, or with the
+	// header's bytes from metablock `length` on read as zero (an append in
+	// place whose header did not land).
 	bool segment_good(std::uint64_t slot) const
 	{
 		const std::uint64_t base = slot_base(slot);
 		const unsigned length = unsigned(le(base + 12, 1));
-		return length <= blocks_per_segment &&
-		       crc32c(std::span(image).subspan(base + 512, block_size * (length + 1) - 512)) ==
-			       std::uint32_t(le(base + 8, 4));
+		if (length > blocks_per_segment)
+			return false;
+		const std::uint32_t stored = std::uint32_t(le(base + 8, 4));
+		const auto area = std::span(image).subspan(base + 512, block_size * (length + 1) - 512);
+		if (crc32c(area) == stored)
+			return true;
+		const auto tail = area.subspan(16 * length, block_size - 512 - 16 * length);
+		if (std::all_of(tail.begin(), tail.end(), [](std::byte b) { return b == std::byte{0}; }))
+			return false; // the same bytes: the same CRC
+		std::vector<std::byte> zeroed(area.begin(), area.end());
+		std::fill(zeroed.begin() + 16 * length, zeroed.begin() + (block_size - 512), std::byte{0});
+		return crc32c(zeroed) == stored;
 	}
 };
 

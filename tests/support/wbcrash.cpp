@@ -1153,8 +1153,12 @@ int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
 		if (!victim)
 			throw UsageError(fmt::format("midlog: no segment of the log's {} would stop the replay", scan.log.size()));
 		const LogSegment& seg = scan.log[*victim];
-		// A byte of its metablock area, which the checksum covers.
-		const std::uint64_t at = scan.geometry.slot_offset(seg.slot) + 1000;
+		// A byte the checksum covers in both of its readings (docs/FORMAT.md,
+		// "Checksum"): in metablock 0, below the length; without blocks,
+		// the stored checksum itself (the whole metablock area is then the
+		// tail a reading may take as zero).
+		const std::uint64_t at = scan.geometry.slot_offset(seg.slot) +
+					 (seg.length > 0 ? WB_METABLOCK_OFFSET(0) : WB_SEG_CHECKSUM_OFFSET);
 		std::byte b[1];
 		cache.read_exact(at, b);
 		b[0] ^= std::byte{0xff};

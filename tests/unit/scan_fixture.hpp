@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "temp_image.hpp"
+#include "wbkit/endian.hpp"
 #include "wbkit/log_scan.hpp"
 #include "wbkit/log_writer.hpp"
 
@@ -38,6 +39,15 @@ protected:
 		w.flush();
 	}
 
+	// Flushes one segment of `blocks` whole dirty blocks, backing blocks
+	// first_block on, each with its own pattern.
+	void write_segment(LogWriter& w, unsigned blocks, std::uint64_t first_block)
+	{
+		for (unsigned i = 0; i < blocks; ++i)
+			w.write((first_block + i) * block_sectors, pattern_bytes(block_size, first_block + i));
+		w.flush();
+	}
+
 	LogScan scan(ScanOptions options = {}) { return scan_log(*cache, options); }
 
 	enum class Checksum {
@@ -59,6 +69,25 @@ protected:
 			write_segment_header(seg.span().first(block_size), h);
 		}
 		cache->write_exact(g.slot_offset(slot), seg.span().first(block_size));
+	}
+
+	// The segment of id, written at `length`, as an append in place cut
+	// between its two writes leaves it (docs/FORMAT.md, "Checksum"):
+	// committed at `committed`, its metablock area and data blocks already
+	// naming and holding the blocks from there to `length`.
+	// Checksum::stale: the committed checksum; recompute: the checksum of
+	// the bytes as they are (tail included), which a writer never stores.
+	void cut_append(LogWriter& w, std::uint64_t id, unsigned committed, Checksum checksum = Checksum::stale)
+	{
+		w.cut_append(id, committed);
+		if (checksum == Checksum::stale)
+			return;
+		Geometry g = Geometry::for_cache_bytes(cache_bytes);
+		AlignedBuffer seg(segment_size);
+		const std::uint64_t offset = g.slot_offset(g.slot_of_id(id));
+		cache->read_exact(offset, seg.span());
+		store_le<std::uint32_t>(seg.span(), WB_SEG_CHECKSUM_OFFSET, segment_checksum(seg.span(), committed));
+		cache->write_exact(offset, seg.span().first(block_size));
 	}
 
 	void poke(std::uint64_t offset, std::byte value) { cache->write_exact(offset, std::span(&value, 1)); }

@@ -1,6 +1,7 @@
 // The on-disk layout and the CRC, pinned against the numbers of docs/FORMAT.md.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "wbkit/endian.hpp"
 #include "wbkit/errors.hpp"
 #include "wbkit/format.hpp"
+#include "wbkit/slot_state.hpp"
 
 using namespace wbkit;
 
@@ -158,6 +160,96 @@ TEST(Crc32c, ChecksumSkipsTheHeaderSectorAndCoversTheData)
 	EXPECT_EQ(segment_checksum(segment.span(), 2), base);
 	segment.data()[3 * block_size - 1] = std::byte{1}; // last byte of data block 1: covered
 	EXPECT_NE(segment_checksum(segment.span(), 2), base);
+}
+
+namespace {
+
+// A segment of `length` blocks whose data bytes are not zero, its header
+// naming `length + extra` blocks, as an append in place that did not commit.
+std::vector<std::byte> appended_segment(unsigned length, unsigned extra)
+{
+	std::vector<std::byte> segment(block_size * (length + extra + 1ULL));
+	for (std::size_t i = block_size; i < segment.size(); ++i)
+		segment[i] = std::byte(i * 7 + 1);
+	SegmentHeader h;
+	h.id = 3;
+	h.length = std::uint8_t(length + extra);
+	for (unsigned i = 0; i < h.length; ++i)
+		h.metablocks[i] = {.sector = 8ULL * (i + 1), .dirty_bits = 0xff};
+	write_segment_header(std::span(segment).first(block_size), h);
+	store_le<std::uint8_t>(segment, WB_SEG_LENGTH_OFFSET, std::uint8_t(length));
+	return segment;
+}
+
+} // namespace
+
+TEST(Crc32c, BothReadingsOfTheChecksum)
+{
+	// A zero tail: one reading, the stored CRC.
+	const std::vector<std::byte> whole = appended_segment(3, 0);
+	const SegmentCrc plain = segment_crc(whole, 3);
+	EXPECT_EQ(plain.as_is, segment_checksum(whole, 3));
+	EXPECT_FALSE(plain.tail_zeroed.has_value());
+	EXPECT_EQ(plain.tail_metablocks, 0u);
+
+	// Metablocks 3..7 past the length: the second reading is the CRC of
+	// the header as the commit at length 3 wrote it.
+	const std::vector<std::byte> appended = appended_segment(3, 5);
+	const SegmentCrc both = segment_crc(appended, 3);
+	EXPECT_EQ(both.as_is, segment_checksum(appended, 3));
+	ASSERT_TRUE(both.tail_zeroed.has_value());
+	EXPECT_EQ(*both.tail_zeroed, plain.as_is);
+	EXPECT_NE(both.as_is, plain.as_is);
+	EXPECT_EQ(both.tail_metablocks, 5u);
+
+	// In pieces as in one go.
+	SegmentCrcStream stream(Crc32cEngine::portable);
+	stream.begin(std::span(appended).first(block_size), 3);
+	for (std::size_t at = block_size; at < 4 * block_size; at += 1000)
+		stream.update(std::span(appended).subspan(at, std::min<std::size_t>(1000, 4 * block_size - at)));
+	const SegmentCrc pieces = stream.finish();
+	EXPECT_EQ(pieces.as_is, both.as_is);
+	EXPECT_EQ(pieces.tail_zeroed, both.tail_zeroed);
+	// A segment after it starts afresh.
+	stream.begin(std::span(whole).first(block_size), 3);
+	stream.update(std::span(whole).subspan(block_size, 3 * block_size));
+	const SegmentCrc next = stream.finish();
+	EXPECT_EQ(next.as_is, plain.as_is);
+	EXPECT_FALSE(next.tail_zeroed.has_value());
+
+	// Length 0: the whole metablock area is the tail; a stray byte at its
+	// very end counts every metablock slot up to it.
+	std::vector<std::byte> empty(block_size);
+	empty[block_size - 1] = std::byte{1};
+	const SegmentCrc last = segment_crc(empty, 0);
+	EXPECT_EQ(last.tail_zeroed, WB_EMPTY_SEGMENT_CHECKSUM);
+	EXPECT_EQ(last.tail_metablocks, (block_size - WB_METABLOCK_AREA_OFFSET) / WB_METABLOCK_SIZE);
+}
+
+TEST(Crc32c, TheChecksumVerdict)
+{
+	const SegmentCrc one{.as_is = 0x1234};
+	EXPECT_EQ(checksum_verdict(0x1234, one).state, SlotState::valid);
+	EXPECT_FALSE(checksum_verdict(0x1234, one).tail_ignored());
+	EXPECT_EQ(checksum_verdict(~0x1234u, one).state, SlotState::legacy_checksum);
+	EXPECT_EQ(checksum_verdict(0x4321, one).state, SlotState::checksum_mismatch);
+	EXPECT_EQ(checksum_verdict(0x4321, one).computed, 0x1234u);
+
+	const SegmentCrc two{.as_is = 0x1234, .tail_zeroed = 0x5678, .tail_metablocks = 9};
+	const ChecksumVerdict as_is = checksum_verdict(0x1234, two);
+	EXPECT_EQ(as_is.state, SlotState::valid);
+	EXPECT_EQ(as_is.ignored_metablocks, 0u);
+	EXPECT_EQ(as_is.computed, 0x1234u);
+	const ChecksumVerdict zeroed = checksum_verdict(0x5678, two);
+	EXPECT_EQ(zeroed.state, SlotState::valid);
+	EXPECT_TRUE(zeroed.tail_ignored());
+	EXPECT_EQ(zeroed.ignored_metablocks, 9u);
+	EXPECT_EQ(zeroed.computed, 0x5678u);
+	// Upstream before 2.0.2 never appended in place: only the first reading inverted.
+	EXPECT_EQ(checksum_verdict(~0x5678u, two).state, SlotState::checksum_mismatch);
+	EXPECT_EQ(checksum_verdict(0x9999, two).state, SlotState::checksum_mismatch);
+	EXPECT_EQ(checksum_verdict(0x9999, two).computed, 0x1234u);
+	EXPECT_EQ(checksum_verdict(0x9999, two).ignored_metablocks, 0u);
 }
 
 TEST(Parse, SegmentHeaderRoundTrip)

@@ -311,3 +311,152 @@ TEST(SparseScan, HolesAreEmptySlotsExactlyAsReadingThemGives)
 		}
 	}
 }
+
+// docs/FORMAT.md, "Checksum": an append in place cut between its two writes
+// leaves the committed length and checksum over a metablock area that names
+// the blocks past it. The segment is valid at its committed length, and
+// replay takes its first `length` blocks only.
+TEST_F(ScanCase, AnAppendCutBetweenItsWritesIsValidAtItsCommittedLength)
+{
+	LogWriter w = make_writer();
+	write_segment(w, 5, 0);    // segment 1, blocks 0..4
+	write_segment(w, 10, 100); // segment 2, blocks 100..109
+	cut_append(w, 2, 4);       // committed at 4: blocks 104..109 were the append
+	const LogScan s = scan();
+	const SlotInfo& slot = s.slots[1];
+	EXPECT_EQ(slot.state, SlotState::valid);
+	EXPECT_EQ(slot.length, 4u);
+	EXPECT_EQ(slot.ignored_metablocks, 6u);
+	EXPECT_EQ(slot.computed_checksum, slot.stored_checksum); // the reading that matched
+	EXPECT_EQ(s.slots[0].ignored_metablocks, 0u);
+	EXPECT_EQ(s.stop_reason, StopReason::end_of_ring);
+	ASSERT_EQ(s.log.size(), 2u);
+	EXPECT_EQ(s.log[1].length, 4u);
+	EXPECT_EQ(s.last_flushed_id, 2u);
+	EXPECT_EQ(s.dirty_blocks, 5u + 4u);
+	EXPECT_TRUE(s.find_sector(103 * block_sectors).has_value());
+	for (std::uint64_t block = 104; block < 110; ++block)
+		EXPECT_FALSE(s.find_sector(block * block_sectors).has_value()) << "block " << block;
+
+	ASSERT_EQ(s.findings.size(), 1u);
+	const Finding& f = s.findings[0];
+	EXPECT_EQ(f.code, FindingCode::append_not_committed);
+	EXPECT_EQ(f.severity, Severity::info);
+	EXPECT_EQ(f.place.slot, 1u);
+	EXPECT_EQ(f.place.segment_id, 2u);
+	EXPECT_NE(f.message.find("valid at its stored length (4); the 6 metablock(s) past it are ignored"),
+		  std::string::npos)
+		<< f.message;
+	EXPECT_FALSE(has(s, FindingCode::unused_metablock_nonzero));
+	EXPECT_FALSE(has_damage(s.findings));
+}
+
+TEST_F(ScanCase, AnAppendCutBeforeTheNewestSegmentKeepsTheLogGoing)
+{
+	LogWriter w = make_writer();
+	write_segment(w, 5, 0);
+	write_segment(w, 10, 100);
+	write_segment(w, 3, 200);
+	cut_append(w, 2, 7);
+	const LogScan s = scan();
+	EXPECT_EQ(s.slots[1].state, SlotState::valid);
+	EXPECT_EQ(s.slots[1].ignored_metablocks, 3u);
+	ASSERT_EQ(s.log.size(), 3u);
+	EXPECT_EQ(s.last_flushed_id, 3u);
+	EXPECT_EQ(s.dirty_blocks, 5u + 7u + 3u);
+	EXPECT_FALSE(s.find_sector(107 * block_sectors).has_value());
+	EXPECT_FALSE(s.refused());
+	EXPECT_FALSE(has_damage(s.findings));
+}
+
+// The first append to a fresh segment of an open slot, cut: length 0, and
+// the whole metablock area is the tail.
+TEST_F(ScanCase, AnAppendCutAtLengthZeroLeavesAnEmptyValidSegment)
+{
+	LogWriter w = make_writer();
+	write_segment(w, 3, 0);
+	write_segment(w, 4, 50);
+	cut_append(w, 2, 0);
+	const LogScan s = scan();
+	EXPECT_EQ(s.slots[1].state, SlotState::valid);
+	EXPECT_EQ(s.slots[1].length, 0u);
+	EXPECT_EQ(s.slots[1].ignored_metablocks, 4u);
+	ASSERT_EQ(s.log.size(), 2u);
+	EXPECT_EQ(s.dirty_blocks, 3u);
+	EXPECT_FALSE(s.find_sector(50 * block_sectors).has_value());
+	EXPECT_TRUE(has(s, FindingCode::append_not_committed));
+	EXPECT_FALSE(has_damage(s.findings));
+}
+
+// Damage in the committed prefix: neither reading matches, and the
+// metablock tail is only the unused area it always was.
+TEST_F(ScanCase, AnAppendCutOverDamagedDataMatchesNeitherReading)
+{
+	LogWriter w = make_writer();
+	write_segment(w, 5, 0);
+	write_segment(w, 10, 100);
+	cut_append(w, 2, 4);
+	w.corrupt_segment_data(2); // a byte of data block 0
+	const LogScan s = scan();
+	EXPECT_EQ(s.slots[1].state, SlotState::checksum_mismatch);
+	EXPECT_EQ(s.slots[1].ignored_metablocks, 0u);
+	EXPECT_NE(s.slots[1].computed_checksum, s.slots[1].stored_checksum);
+	EXPECT_EQ(s.stop_reason, StopReason::checksum_mismatch);
+	EXPECT_EQ(s.stop_slot, 1u);
+	EXPECT_EQ(s.log.size(), 1u);
+	EXPECT_EQ(s.last_flushed_id, 1u);
+	EXPECT_TRUE(has(s, FindingCode::torn_newest_segment)); // the newest: what a power cut leaves
+	EXPECT_TRUE(has(s, FindingCode::unused_metablock_nonzero));
+	EXPECT_FALSE(has(s, FindingCode::append_not_committed));
+	EXPECT_FALSE(s.refused());
+}
+
+TEST_F(ScanCase, AnAppendCutOverDamagedDataBeforeTheNewestStopsTheLog)
+{
+	LogWriter w = make_writer();
+	write_segment(w, 5, 0);
+	write_segment(w, 10, 100);
+	write_segment(w, 3, 200);
+	cut_append(w, 2, 4);
+	w.corrupt_segment_data(2);
+	const LogScan s = scan();
+	EXPECT_EQ(s.slots[1].state, SlotState::checksum_mismatch);
+	EXPECT_EQ(s.stop_slot, 1u);
+	EXPECT_EQ(s.log.size(), 1u);
+	EXPECT_TRUE(has(s, FindingCode::checksum_mismatch));
+	EXPECT_FALSE(has(s, FindingCode::append_not_committed));
+	EXPECT_TRUE(s.refused());
+}
+
+// A checksum over the tail as it is: valid by the first reading, and the
+// tail is the unused area a writer leaves zero, as before.
+TEST_F(ScanCase, AChecksumOverANonZeroTailIsValidAsItWasBefore)
+{
+	LogWriter w = make_writer();
+	write_segment(w, 5, 0);
+	write_segment(w, 10, 100);
+	cut_append(w, 2, 4, Checksum::recompute);
+	const LogScan s = scan();
+	EXPECT_EQ(s.slots[1].state, SlotState::valid);
+	EXPECT_EQ(s.slots[1].ignored_metablocks, 0u);
+	EXPECT_EQ(s.dirty_blocks, 5u + 4u);
+	EXPECT_TRUE(has(s, FindingCode::unused_metablock_nonzero));
+	EXPECT_FALSE(has(s, FindingCode::append_not_committed));
+	EXPECT_TRUE(has_damage(s.findings));
+}
+
+// A header-only scan cannot tell an append that did not complete from a
+// tail that should be zero: it reports the tail, as it always did.
+TEST_F(ScanCase, HeadersOnlyScanReportsTheTailItCannotJudge)
+{
+	LogWriter w = make_writer();
+	write_segment(w, 5, 0);
+	write_segment(w, 10, 100);
+	cut_append(w, 2, 4);
+	const LogScan s = scan({.verify_checksums = false});
+	EXPECT_EQ(s.slots[1].state, SlotState::unverified);
+	EXPECT_EQ(s.slots[1].ignored_metablocks, 0u);
+	EXPECT_EQ(s.dirty_blocks, 5u + 4u);
+	EXPECT_TRUE(has(s, FindingCode::unused_metablock_nonzero));
+	EXPECT_FALSE(has(s, FindingCode::append_not_committed));
+}

@@ -27,6 +27,7 @@ void expect_same_scan(const LogScan& a, const LogScan& b)
 		EXPECT_EQ(a.slots[i].stored_checksum, b.slots[i].stored_checksum) << "slot " << i;
 		EXPECT_EQ(a.slots[i].computed_checksum, b.slots[i].computed_checksum) << "slot " << i;
 		EXPECT_EQ(a.slots[i].in_log, b.slots[i].in_log) << "slot " << i;
+		EXPECT_EQ(a.slots[i].ignored_metablocks, b.slots[i].ignored_metablocks) << "slot " << i;
 	}
 	ASSERT_EQ(a.log.size(), b.log.size());
 	for (std::size_t i = 0; i < a.log.size(); ++i) {
@@ -34,8 +35,10 @@ void expect_same_scan(const LogScan& a, const LogScan& b)
 		EXPECT_EQ(a.log[i].written_back, b.log[i].written_back);
 	}
 	ASSERT_EQ(a.findings.size(), b.findings.size());
-	for (std::size_t i = 0; i < a.findings.size(); ++i)
+	for (std::size_t i = 0; i < a.findings.size(); ++i) {
+		EXPECT_EQ(a.findings[i].code, b.findings[i].code);
 		EXPECT_EQ(a.findings[i].message, b.findings[i].message);
+	}
 	ASSERT_EQ(a.index.size(), b.index.size());
 	for (std::size_t i = 0; i < a.index.size(); ++i) {
 		const SectorSource x = a.index[i], y = b.index[i];
@@ -63,6 +66,31 @@ TEST_F(VerifierCase, FinishedVerificationIsTheVerifyingScan)
 	for (const LogSegment& seg : headers.log)
 		EXPECT_TRUE(verifier.wait_until_verified(seg.slot));
 	ASSERT_TRUE(verifier.finish(headers));
+	expect_same_scan(headers, scan());
+}
+
+// The headers alone name a non-zero metablock tail unused-metablock-nonzero;
+// verified, an append in place cut between its two writes is what the
+// verifying scan names it, in the same place.
+TEST_F(VerifierCase, AnAppendCutBetweenItsWritesVerifiesAsTheVerifyingScanReadsIt)
+{
+	LogWriter w = make_writer();
+	write_segment(w, 5, 0);
+	write_segment(w, 10, 100);
+	write_segment(w, 3, 200);
+	cut_append(w, 2, 4);
+	cut_append(w, 3, 1);
+	LogScan headers = scan({.verify_checksums = false});
+	ASSERT_TRUE(LogVerifier::applicable(headers));
+	EXPECT_TRUE(has(headers, FindingCode::unused_metablock_nonzero));
+	LogVerifier verifier(*cache, headers);
+	for (const LogSegment& seg : headers.log)
+		EXPECT_TRUE(verifier.wait_until_verified(seg.slot));
+	ASSERT_TRUE(verifier.finish(headers));
+	EXPECT_EQ(headers.slots[1].ignored_metablocks, 6u);
+	EXPECT_EQ(headers.slots[2].ignored_metablocks, 2u);
+	EXPECT_FALSE(has(headers, FindingCode::unused_metablock_nonzero));
+	EXPECT_FALSE(has_damage(headers.findings));
 	expect_same_scan(headers, scan());
 }
 

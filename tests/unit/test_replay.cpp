@@ -298,6 +298,58 @@ TEST(ReplayPlan, TornNewestSegmentIsNotAShortfallButCorruptMiddleIs)
 	}
 }
 
+// docs/FORMAT.md, "Checksum": an append in place cut between its two writes
+// leaves a segment valid at its committed length. Replay writes its first
+// `length` blocks and nothing of the blocks past it, whose data is on the
+// cache but was never acknowledged; the kernel-rule model agrees.
+TEST(ReplayPlan, AnAppendCutBetweenItsWritesReplaysItsCommittedBlocksOnly)
+{
+	for (bool newest : {true, false}) {
+		SCOPED_TRACE(newest);
+		Images s(8, 1 * MiB, 9);
+		SectorModel committed;
+		{
+			LogWriter writer(*s.cache, {.backing = s.backing.get()});
+			auto first = pattern_bytes(3 * block_size, 1);
+			writer.write(0, first);
+			writer.flush();
+			committed.write(0, first);
+			// Segment 2: 10 blocks at backing block 32 on, committed at 4.
+			auto second = pattern_bytes(10 * block_size, 2);
+			writer.write(32 * block_sectors, second);
+			writer.flush();
+			committed.write(32 * block_sectors, std::span(second).first(4 * block_size));
+			if (!newest) {
+				auto third = pattern_bytes(2 * block_size, 3);
+				writer.write(100 * block_sectors, third);
+				writer.flush();
+				committed.write(100 * block_sectors, third);
+			}
+			writer.cut_append(2, 4);
+		}
+		const LogScan scan = scan_log(*s.cache);
+		ASSERT_EQ(scan.slots[1].state, SlotState::valid);
+		ASSERT_EQ(scan.slots[1].ignored_metablocks, 6u);
+		ASSERT_EQ(scan.log.size(), newest ? 2u : 3u);
+		EXPECT_FALSE(has_damage(scan.findings));
+		const ReplayPlan plan = replay_plan(scan);
+		EXPECT_TRUE(replay_shortfalls(plan).empty());
+		EXPECT_EQ(plan.summary().dirty_blocks, newest ? 7u : 9u);
+
+		const std::vector<std::byte> image = read_all(*s.cache);
+		const KernelRuleModel model(image);
+		EXPECT_EQ(model.last_flushed_id(), scan.last_flushed_id);
+		EXPECT_EQ(model.writes().size(), plan.summary().dirty_sectors);
+		EXPECT_FALSE(model.writes().contains(36 * block_sectors)); // block 4 of segment 2: never committed
+
+		execute_replay(plan, *s.cache, *s.backing);
+		EXPECT_EQ(first_difference(read_all(*s.backing), committed.image(s.base)), -1);
+		const auto uses = segment_uses(plan);
+		ASSERT_GE(uses.size(), 2u);
+		EXPECT_EQ(segment_reason_name(uses[1].reason), "replayed");
+	}
+}
+
 TEST(ReplayExecute, KilledHalfwayThenRerunEndsInTheSameBytes)
 {
 	Images s(16, 4 * MiB, 11);

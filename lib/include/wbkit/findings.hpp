@@ -35,6 +35,7 @@ enum class FindingCode {
 	checksum_mismatch,
 	checksum_legacy_inverted,
 	torn_newest_segment,
+	append_not_committed,
 	torn_rewrite_skipped,
 	lost_in_flight_skipped,
 	id_gap,

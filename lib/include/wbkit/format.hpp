@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 
+#include "wbkit/crc32c.hpp"
 #include "wbkit_format.h"
 
 namespace wbkit {
@@ -87,8 +88,45 @@ std::optional<std::uint64_t> parse_clean_trust(std::span<const std::byte> trust_
 std::uint64_t parse_clean_trust_segments(std::span<const std::byte> trust_sector);
 
 // CRC-32C over [512, 4096 * (length + 1)) of a segment whose first
-// `(length + 1) * 4 KiB` are in `segment` (length must be <= 127).
+// `(length + 1) * 4 KiB` are in `segment` (length must be <= 127): the value
+// a writer stores.
 std::uint32_t segment_checksum(std::span<const std::byte> segment, unsigned length);
+
+// The two readings of a segment's checksum (docs/FORMAT.md, "Checksum"): the
+// CRC of the bytes as they are, and the CRC with the metablocks from index
+// length on read as zero, which is what a header still holds when an append
+// in place was cut between its two writes. The second is computed only when
+// that tail is not zero; otherwise the two are the same.
+struct SegmentCrc {
+	std::uint32_t as_is = 0;
+	std::optional<std::uint32_t> tail_zeroed{};
+	// The metablocks from index length on, up to the last non-zero byte of
+	// the header block: 0 when the tail is zero.
+	unsigned tail_metablocks = 0;
+};
+
+// Both readings at once, as the bytes come: begin() with the header block,
+// then the `length` data blocks in pieces of any size, each piece read once
+// and fed to both CRCs.
+class SegmentCrcStream {
+public:
+	explicit SegmentCrcStream(Crc32cEngine engine = Crc32cEngine::fast);
+
+	// Starts a segment, whatever an earlier one left: its 4 KiB header block
+	// and its length (<= 127).
+	void begin(std::span<const std::byte> header_block, unsigned length);
+	void update(std::span<const std::byte> data);
+	SegmentCrc finish();
+
+private:
+	Crc32c as_is_;
+	Crc32c tail_zeroed_;
+	unsigned tail_metablocks_ = 0;
+};
+
+// Both readings of a segment whose first `(length + 1) * 4 KiB` are in
+// `segment` (length must be <= 127).
+SegmentCrc segment_crc(std::span<const std::byte> segment, unsigned length);
 
 // Serialisers, for the log writer and the kernel-equivalent tooling.
 void write_segment_header(std::span<std::byte> header_block, const SegmentHeader& header);

@@ -19,8 +19,13 @@ struct SlotDetail {
 	bool header_readable = false;
 	bool data_readable = false;
 	SegmentHeader header;
-	std::optional<std::uint32_t> computed_checksum; // when header and data were readable
+	// When header and data were readable: the CRC of the reading that
+	// matched (checksum_verdict), or of the bytes as they are.
+	std::optional<std::uint32_t> computed_checksum;
 	SlotState state = SlotState::empty;
+	// Valid only with the metablocks past length read as zero (an append in
+	// place cut between its two writes): how many it ignores. 0 otherwise.
+	unsigned ignored_metablocks = 0;
 	std::string error; // why something could not be read
 };
 

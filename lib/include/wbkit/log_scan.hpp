@@ -44,6 +44,9 @@ struct SlotInfo {
 	std::uint8_t length = 0;
 	SlotState state = SlotState::empty;
 	bool in_log = false; // applied by the replay walk
+	// Valid only with the metablocks past length read as zero, an append in
+	// place cut between its two writes (checksum_verdict): how many. 0 otherwise.
+	std::uint8_t ignored_metablocks = 0;
 };
 
 // A segment the replay walk applied, in replay order (oldest first).

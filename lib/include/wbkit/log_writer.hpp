@@ -47,6 +47,12 @@ public:
 	// Damage for tests, applied to a segment already on the cache device.
 	void corrupt_segment_data(std::uint64_t id); // one flipped byte: checksum fails
 	void tear_segment(std::uint64_t id);         // later half holds stale bytes, as after a torn write
+	// An append in place cut between its two writes (docs/FORMAT.md,
+	// "Checksum"): the header's first sector goes back to what it was when
+	// the segment was committed at length `committed` (less than its
+	// length): that length, and the checksum of that prefix. The metablock
+	// area and the data blocks still name and hold the blocks past it.
+	void cut_append(std::uint64_t id, unsigned committed);
 	void set_superblock_record(std::uint64_t last_writeback_id);
 
 	const Geometry& geometry() const { return geometry_; }

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "wbkit/findings.hpp"
+#include "wbkit/format.hpp"
 
 namespace wbkit {
 
@@ -85,8 +86,23 @@ std::string_view slot_state_name(SlotState state);
 std::string_view stop_reason_name(StopReason reason);
 std::string_view segment_reason_name(SegmentReason reason);
 
-// What a stored checksum says about a non-empty segment whose content hashed to computed.
-SlotState checksum_state(std::uint32_t stored, std::uint32_t computed);
+// What a stored checksum says about a non-empty segment.
+struct ChecksumVerdict {
+	SlotState state = SlotState::checksum_mismatch; // valid, legacy_checksum or checksum_mismatch
+	// The CRC of the reading that matched; the CRC as the bytes are when none did.
+	std::uint32_t computed = 0;
+	// Valid only with the metablocks past length read as zero (an append in
+	// place cut between its two writes): how many it ignores. 0 otherwise.
+	unsigned ignored_metablocks = 0;
+
+	bool tail_ignored() const { return ignored_metablocks > 0; }
+};
+
+// The one decision whether a segment's checksum matches (docs/FORMAT.md,
+// "Checksum"): the stored value is the CRC of the bytes as they are, or the
+// CRC with the metablocks from index length on read as zero. The inverted
+// value of upstream before 2.0.2 is named, never valid.
+ChecksumVerdict checksum_verdict(std::uint32_t stored, const SegmentCrc& computed);
 
 // Why a replay leaves out a non-empty segment, from its slot state. newest:
 // its id is the largest on the cache (a torn newest segment was never

@@ -103,6 +103,51 @@ std::uint32_t segment_checksum(std::span<const std::byte> segment, unsigned leng
 	return crc32c(segment.subspan(WB_METABLOCK_AREA_OFFSET, block_size * (length + 1ULL) - WB_METABLOCK_AREA_OFFSET));
 }
 
+SegmentCrcStream::SegmentCrcStream(Crc32cEngine engine) : as_is_(engine), tail_zeroed_(engine) {}
+
+void SegmentCrcStream::begin(std::span<const std::byte> header_block, unsigned length)
+{
+	as_is_.finish(); // a fresh start, whatever an earlier segment left
+	tail_zeroed_.finish();
+	tail_metablocks_ = 0;
+	const auto area = header_block.subspan(WB_METABLOCK_AREA_OFFSET, block_size - WB_METABLOCK_AREA_OFFSET);
+	as_is_.update(area);
+	const auto* bytes = reinterpret_cast<const __u8*>(header_block.data());
+	if (wb_metablock_tail_is_zero(bytes, length))
+		return;
+	std::array<std::byte, block_size> zeroed;
+	std::memcpy(zeroed.data(), header_block.data(), block_size);
+	wb_zero_metablock_tail(reinterpret_cast<__u8*>(zeroed.data()), length);
+	tail_zeroed_.update(std::span(zeroed).subspan(WB_METABLOCK_AREA_OFFSET));
+	std::size_t end = block_size;
+	while (bytes[end - 1] == 0)
+		--end; // stops inside the tail: it holds a non-zero byte
+	tail_metablocks_ = unsigned((end - WB_METABLOCK_OFFSET(length) + WB_METABLOCK_SIZE - 1) / WB_METABLOCK_SIZE);
+}
+
+void SegmentCrcStream::update(std::span<const std::byte> data)
+{
+	as_is_.update(data);
+	if (tail_metablocks_)
+		tail_zeroed_.update(data);
+}
+
+SegmentCrc SegmentCrcStream::finish()
+{
+	SegmentCrc crc{.as_is = as_is_.finish(), .tail_metablocks = tail_metablocks_};
+	if (tail_metablocks_)
+		crc.tail_zeroed = tail_zeroed_.finish();
+	return crc;
+}
+
+SegmentCrc segment_crc(std::span<const std::byte> segment, unsigned length)
+{
+	SegmentCrcStream stream;
+	stream.begin(segment.first(block_size), length);
+	stream.update(segment.subspan(block_size, block_size * length));
+	return stream.finish();
+}
+
 void write_segment_header(std::span<std::byte> block, const SegmentHeader& header)
 {
 	std::memset(block.data(), 0, block_size);

@@ -140,6 +140,7 @@ nlohmann::json slot_document(const SlotDetail& d)
 		{"checksum_stored", d.header.checksum},
 		{"checksum_computed", optional_json(d.computed_checksum)},
 		{"checksum_ok", d.state == SlotState::valid},
+		{"ignored_metablocks", d.ignored_metablocks},
 		{"metablocks", metablocks},
 	};
 }
@@ -260,7 +261,12 @@ void print_slot(std::ostream& out, const SlotDetail& d)
 	}
 	fmt::print(out, "segment id  {}\n", d.header.id);
 	fmt::print(out, "length      {}{}\n", d.header.length, d.header.length_valid() ? "" : " (too large)");
-	if (d.computed_checksum)
+	if (d.computed_checksum && d.ignored_metablocks)
+		fmt::print(out,
+			   "checksum    stored 0x{:08x}, computed 0x{:08x} with the {} metablock(s) past length read as "
+			   "zero: {}, the newest append to it did not complete\n",
+			   d.header.checksum, *d.computed_checksum, d.ignored_metablocks, slot_state_name(d.state));
+	else if (d.computed_checksum)
 		fmt::print(out, "checksum    stored 0x{:08x}, computed 0x{:08x}: {}\n", d.header.checksum,
 			   *d.computed_checksum, slot_state_name(d.state));
 	else

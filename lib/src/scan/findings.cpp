@@ -38,6 +38,9 @@ constexpr std::array finding_table{
 		    "a segment's checksum is the bitwise NOT of the right one (dm-writeboost before 2.0.2)"},
 	FindingInfo{torn_newest_segment, "torn-newest-segment", info,
 		    "the newest segment is torn, as after a power loss; it held no acknowledged flush, and replay discards it"},
+	FindingInfo{append_not_committed, "append-not-committed", info,
+		    "the newest append to a segment did not complete (a power cut between its two writes): the segment is "
+		    "valid at its stored length, and the metablocks past it are ignored"},
 	FindingInfo{torn_rewrite_skipped, "torn-rewrite-skipped", warning,
 		    "a slot near the oldest of a log another writer left fails its checksum with the id one lap behind: "
 		    "read as a rewrite the power cut tore, replay skips it and counts it and the segments before it as "

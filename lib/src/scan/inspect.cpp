@@ -32,11 +32,14 @@ SlotDetail inspect_slot(Device& cache, const Geometry& geometry, std::uint64_t s
 		return d;
 	}
 	d.data_readable = true;
-	d.computed_checksum = segment_checksum(buffer.span(), d.header.length);
-	if (d.header.id == 0)
+	const ChecksumVerdict verdict = checksum_verdict(d.header.checksum, segment_crc(buffer.span(), d.header.length));
+	d.computed_checksum = verdict.computed;
+	if (d.header.id == 0) {
 		d.state = SlotState::empty;
-	else
-		d.state = checksum_state(d.header.checksum, *d.computed_checksum);
+	} else {
+		d.state = verdict.state;
+		d.ignored_metablocks = verdict.ignored_metablocks;
+	}
 	return d;
 }
 

@@ -13,7 +13,6 @@
 
 #include "scan/sector_index_builder.hpp"
 #include "scan/segment_read.hpp"
-#include "wbkit/crc32c.hpp"
 #include "wbkit/errors.hpp"
 
 namespace wbkit {
@@ -110,7 +109,9 @@ private:
 		out.findings.push_back(make_finding(code, std::move(place), std::move(message)));
 	}
 
-	void check_header(RangeResult& out, std::uint64_t slot, const SegmentHeader& h) const
+	// ignored_metablocks: the checksum matched only with the metablocks past
+	// length read as zero (checksum_verdict).
+	void check_header(RangeResult& out, std::uint64_t slot, const SegmentHeader& h, unsigned ignored_metablocks = 0) const
 	{
 		Place at{.slot = slot, .segment_id = h.id};
 		if (!h.length_valid())
@@ -122,8 +123,7 @@ private:
 		if (h.header_padding_nonzero)
 			note(out, FindingCode::header_padding_nonzero, at, "bytes 13..511 of the header are not zero");
 		if (h.unused_metablocks_nonzero)
-			note(out, FindingCode::unused_metablock_nonzero, at,
-			     fmt::format("the header block past metablock {} is not zero", h.usable_length()));
+			out.findings.push_back(detail::metablock_tail_finding(slot, h, ignored_metablocks));
 		for (unsigned i = 0; i < h.usable_length(); ++i) {
 			const Metablock& mb = h.metablocks[i];
 			Place mb_at{.slot = slot, .segment_id = h.id, .metablock = i, .backing_sector = mb.sector};
@@ -148,7 +148,7 @@ private:
 		// after the read of those very bytes succeeded.
 		AlignedBuffer buffer(block_size + (options_.verify_checksums ? detail::segment_piece_bytes : 0),
 				     AlignedBuffer::uninitialised);
-		Crc32c crc;
+		SegmentCrcStream crc;
 		// A header block wholly inside a hole of a sparse image reads as
 		// zeros, id 0: an empty slot. Such slots are taken as read.
 		// slot_done() in the increment: it runs after every `continue` too.
@@ -174,8 +174,8 @@ private:
 				info.state = SlotState::empty;
 				continue;
 			}
-			check_header(out, slot, h);
 			if (!h.length_valid()) {
+				check_header(out, slot, h);
 				info.state = SlotState::length_too_large;
 				continue;
 			}
@@ -187,20 +187,27 @@ private:
 								     .metablock = std::uint8_t(i),
 								     .dirty_bits = h.metablocks[i].dirty_bits});
 			if (!options_.verify_checksums) {
+				check_header(out, slot, h);
 				info.state = SlotState::unverified;
 				continue;
 			}
+			// The checksum first: which finding a non-zero metablock tail
+			// is depends on it. The header's findings still come first.
 			const detail::SegmentChecksum sum = detail::read_segment_checksum(
 				cache_, offset, header_block, h.length, buffer.span().subspan(block_size), crc);
 			if (sum.error) {
+				check_header(out, slot, h);
 				info.state = SlotState::data_unreadable;
 				note(out, FindingCode::data_unreadable,
 				     {.slot = slot, .segment_id = h.id, .cache_offset = offset + block_size},
 				     fmt::format("reading {} data blocks failed: {}", h.length, std::strerror(sum.error)));
 				continue;
 			}
-			info.computed_checksum = sum.computed;
-			info.state = checksum_state(h.checksum, info.computed_checksum);
+			const ChecksumVerdict verdict = checksum_verdict(h.checksum, sum.computed);
+			check_header(out, slot, h, verdict.ignored_metablocks);
+			info.computed_checksum = verdict.computed;
+			info.state = verdict.state;
+			info.ignored_metablocks = std::uint8_t(verdict.ignored_metablocks);
 		}
 	}
 

@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "scan/segment_read.hpp"
-#include "wbkit/crc32c.hpp"
 #include "wbkit/errors.hpp"
 
 namespace wbkit {
@@ -34,10 +33,19 @@ struct LogVerifier::State {
 
 	std::uint64_t ring_step(std::uint64_t slot) const { return slot >= oldest ? slot - oldest : slot + nr - oldest; }
 
+	// A slot whose checksum matched only with its metablock tail read as zero.
+	struct Tail {
+		std::uint64_t slot = 0;
+		SegmentHeader header;
+		unsigned ignored_metablocks = 0;
+	};
+
 	// Valid, as the verifying scan would find it: one read of the header
 	// and the written data blocks (a read error is a failure as much as a
 	// checksum that does not match), and a header unchanged since the scan.
-	bool verify_slot(std::uint64_t slot, AlignedBuffer& buffer, Crc32c& crc) const
+	// Valid only with the metablock tail read as zero: the slot goes to
+	// tails, with how many metablocks that ignores.
+	bool verify_slot(std::uint64_t slot, AlignedBuffer& buffer, SegmentCrcStream& crc, std::vector<Tail>& tails) const
 	{
 		const SlotInfo& info = headers.slots[slot];
 		if (info.state == SlotState::empty)
@@ -53,7 +61,12 @@ struct LogVerifier::State {
 			return false;
 		const detail::SegmentChecksum sum =
 			detail::read_segment_checksum(cache, offset, header_block, h.length, buffer.span().subspan(block_size), crc);
-		return sum.error == 0 && checksum_state(h.checksum, sum.computed) == SlotState::valid;
+		if (sum.error != 0)
+			return false;
+		const ChecksumVerdict verdict = checksum_verdict(h.checksum, sum.computed);
+		if (verdict.tail_ignored())
+			tails.push_back({.slot = slot, .header = h, .ignored_metablocks = verdict.ignored_metablocks});
+		return verdict.state == SlotState::valid;
 	}
 
 	// Ring steps from the oldest on that verified valid; under the mutex.
@@ -71,7 +84,8 @@ struct LogVerifier::State {
 		// it is told no once every thread has stopped.
 		try {
 			AlignedBuffer buffer(block_size + detail::segment_piece_bytes);
-			Crc32c crc;
+			SegmentCrcStream crc;
+			std::vector<Tail> chunk_tails;
 			for (;;) {
 				// Chunks are taken in order: when one fails, every chunk before it was taken and is finished.
 				const std::uint64_t chunk = next_chunk.fetch_add(1);
@@ -79,12 +93,14 @@ struct LogVerifier::State {
 					break;
 				const std::uint64_t end = std::min(nr, (chunk + 1) * chunk_steps);
 				std::uint64_t bad_step = ~0ULL;
+				chunk_tails.clear();
 				for (std::uint64_t step = chunk * chunk_steps; step < end; ++step)
-					if (!verify_slot(wb_ring_slot(oldest, step, nr), buffer, crc)) {
+					if (!verify_slot(wb_ring_slot(oldest, step, nr), buffer, crc, chunk_tails)) {
 						bad_step = step;
 						break;
 					}
 				std::lock_guard lock(mutex);
+				tails.insert(tails.end(), chunk_tails.begin(), chunk_tails.end());
 				if (bad_step != ~0ULL) {
 					failed_step = std::min(failed_step, bad_step);
 					first_failure = failed_step;
@@ -116,6 +132,7 @@ struct LogVerifier::State {
 	std::vector<bool> done = std::vector<bool>(chunks, false); // under mutex
 	std::uint64_t prefix = 0;                                  // chunks done from the first on
 	std::uint64_t failed_step = ~0ULL;                         // the first failing ring step found
+	std::vector<Tail> tails;                                   // under mutex
 	unsigned running = 0;
 	std::vector<std::thread> threads;
 };
@@ -174,6 +191,15 @@ bool LogVerifier::finish(LogScan& scan)
 			info.state = SlotState::valid;
 			info.computed_checksum = info.stored_checksum;
 		}
+	// A slot valid only with its metablock tail read as zero: the headers
+	// named its tail unused-metablock-nonzero, the verifying scan names it an
+	// append that did not complete, in the same place.
+	for (const State::Tail& t : s.tails) {
+		scan.slots[t.slot].ignored_metablocks = std::uint8_t(t.ignored_metablocks);
+		for (Finding& f : scan.findings)
+			if (f.code == FindingCode::unused_metablock_nonzero && f.place.slot == t.slot)
+				f = detail::metablock_tail_finding(t.slot, t.header, t.ignored_metablocks);
+	}
 	scan.verified = true;
 	scan.stop_reason = StopReason::end_of_ring;
 	return true;

@@ -78,13 +78,18 @@ std::string_view slot_state_name(SlotState state) { return entry(slot_state_tabl
 std::string_view stop_reason_name(StopReason reason) { return entry(stop_reason_table, reason).name; }
 std::string_view segment_reason_name(SegmentReason reason) { return entry(segment_reason_table, reason).name; }
 
-SlotState checksum_state(std::uint32_t stored, std::uint32_t computed)
+ChecksumVerdict checksum_verdict(std::uint32_t stored, const SegmentCrc& computed)
 {
-	if (stored == computed)
-		return SlotState::valid;
-	if (stored == ~computed)
-		return SlotState::legacy_checksum;
-	return SlotState::checksum_mismatch;
+	if (stored == computed.as_is)
+		return {.state = SlotState::valid, .computed = computed.as_is};
+	if (computed.tail_zeroed && stored == *computed.tail_zeroed)
+		return {.state = SlotState::valid,
+			.computed = *computed.tail_zeroed,
+			.ignored_metablocks = computed.tail_metablocks};
+	// Upstream before 2.0.2 wrote whole segments only: its tail is zero.
+	if (stored == ~computed.as_is)
+		return {.state = SlotState::legacy_checksum, .computed = computed.as_is};
+	return {.state = SlotState::checksum_mismatch, .computed = computed.as_is};
 }
 
 SegmentReason left_out_reason(SlotState state, bool newest)

@@ -183,9 +183,11 @@ void LogWriter::corrupt_segment_data(std::uint64_t id)
 	auto length = sealed_length_.find(id);
 	if (length == sealed_length_.end())
 		throw UsageError(fmt::format("segment {} is not on the cache device", id));
-	// The first byte the checksum covers past the header: metablock 0, or data block 0.
+	// Data block 0; without blocks, the stored checksum: a byte of the
+	// metablock area past the length could be an append that did not
+	// complete, which the checksum's second reading takes as zero.
 	std::uint64_t offset = geometry_.slot_offset(geometry_.slot_of_id(id)) +
-			       (length->second > 0 ? block_size : WB_METABLOCK_AREA_OFFSET);
+			       (length->second > 0 ? block_size : WB_SEG_CHECKSUM_OFFSET);
 	std::byte b[1];
 	cache_.read_exact(offset, b);
 	b[0] ^= std::byte{0x01};
@@ -201,6 +203,26 @@ void LogWriter::tear_segment(std::uint64_t id)
 	const std::uint64_t kept = std::max<std::uint64_t>(1, blocks / 2);
 	std::vector<std::byte> stale((blocks - kept) * block_size, std::byte{0x5a});
 	cache_.write_exact(geometry_.slot_offset(geometry_.slot_of_id(id)) + kept * block_size, stale);
+}
+
+void LogWriter::cut_append(std::uint64_t id, unsigned committed)
+{
+	auto length = sealed_length_.find(id);
+	if (length == sealed_length_.end() || committed >= length->second)
+		throw UsageError(fmt::format("segment {} is not on the cache device with more than {} blocks", id, committed));
+	const std::uint64_t offset = geometry_.slot_offset(geometry_.slot_of_id(id));
+	AlignedBuffer prefix(block_size * (committed + 1ULL));
+	cache_.read_exact(offset, prefix.span());
+	// The header as the commit at `committed` wrote it: its metablock area
+	// then ended there, zero after.
+	SegmentHeader header = parse_segment_header(prefix.span().first(block_size));
+	header.length = std::uint8_t(committed);
+	write_segment_header(prefix.span().first(block_size), header);
+	header.checksum = segment_checksum(prefix.span(), committed);
+	write_segment_header(prefix.span().first(block_size), header);
+	// Only its first sector: the second write of the append never landed.
+	cache_.write_exact(offset, prefix.span().first(WB_SEGMENT_HEADER_SIZE));
+	length->second = std::uint8_t(committed);
 }
 
 void LogWriter::set_superblock_record(std::uint64_t last_writeback_id)

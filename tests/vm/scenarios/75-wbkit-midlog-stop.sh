@@ -52,8 +52,10 @@ guest_passed
 echo "$ref at the cut: $(vm_result upstream_status)"
 
 # --- 2. corrupt a segment below the record --------------------------------
-# Prints "record max_id corrupted_id" after flipping one byte in the
-# metablock area (covered by the checksum) of segment max_id - 2.
+# Prints "record max_id corrupted_id" after flipping one byte of metablock 0
+# of segment max_id - 2 (its dirty bits): covered by the checksum in both
+# readings, where a byte past the segment's length would read as an append
+# cut between its two writes (docs/FORMAT.md, "Checksum").
 read -r record max_id bad < <("$PY" - "$work/cache.img" <<'PY'
 import struct, sys
 path = sys.argv[1]
@@ -72,7 +74,7 @@ with open(path, "r+b") as f:
     bad = max_id - 2
     if bad not in slots or bad - (max_id + 1 - nr) < 8:
         sys.exit("no segment to corrupt beyond the torn-rewrite window: record %d, ids %s" % (record, sorted(slots)))
-    off = (2048 + slots[bad] * 1024) * 512 + 1000
+    off = (2048 + slots[bad] * 1024) * 512 + 512 + 8
     f.seek(off)
     b = f.read(1)
     f.seek(off)
