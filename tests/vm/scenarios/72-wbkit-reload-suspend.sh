@@ -31,12 +31,16 @@ W2="--seed 92 --offset 16M --size 8M --ops 3000 --flush-every 10"
 W3="--seed 93 --offset 32M --size 1M --ops 400 --partial-pct 60 --flush-every 7"
 digest() { echo "$($DD if=/dev/vda bs=1M iflag=direct 2>/dev/null | $SHA256SUM | cut -c1-12)-$($DD if=/dev/vdb bs=1M iflag=direct 2>/dev/null | $SHA256SUM | cut -c1-12)"; }
 lw() { wb_dm_status wb | cut -d' ' -f6; }
-# Waits until the status stops changing (writeback has nothing to do).
+# Waits until the status and both disks' I/O counters stop changing
+# (writeback has nothing to do, and no write of the target's own is in
+# flight: a move forward's append changes the status only once its writes
+# complete, which on a loaded host can take seconds).
+quiet_state() { echo "$(wb_dm_status wb) $(cat /sys/block/vda/stat /sys/block/vdb/stat)"; }
 settle() {
-	a=$(wb_dm_status wb)
+	a=$(quiet_state)
 	for i in $(seq 60); do
 		sleep 2
-		b=$(wb_dm_status wb)
+		b=$(quiet_state)
 		[ "$a" = "$b" ] && return 0
 		a=$b
 	done
