@@ -24,24 +24,21 @@
  * sorted sweep.
  */
 #define WB_FORWARD_MAX_BLOCKS	(WB_BLOCKS_PER_SEGMENT / 2)
-static unsigned int wb_forward_count(struct wb_segment *seg, u8 len);
-
 /*
  * Whether the daemon should try wb_forward_heads: writes came in the last
  * second, the ring is within twice wb_low_slots of full and its oldest
- * segment has at most WB_FORWARD_MAX_BLOCKS blocks to move: a small one
- * (a commit sealed it early: a suspend, sync_data_interval, a move of its
- * own), or one whose blocks were mostly written again since (fsync writers
- * append to the open segment, so theirs fill up; over a small region most
- * of their blocks are soon superseded). An idle device changes nothing (a
- * cache just replayed stays as upstream leaves it, scenario 65).
- * wb_forward_heads looks again.
+ * segment is small (a commit sealed it early: a suspend,
+ * sync_data_interval; fsync writers append to the open segment and no
+ * longer leave small ones). Not a full segment whose blocks are mostly
+ * clean or superseded: writing ahead cleans the segments behind a batch,
+ * and moving their last dirty blocks would undo it (scenario 78). An idle
+ * device changes nothing (a cache just replayed stays as upstream leaves
+ * it, scenario 65). Read without the lock: wb_forward_heads looks again.
  */
 bool wb_forward_wanted(struct wb_device *wb)
 {
 	u64 lw = READ_ONCE(wb->last_writeback_id);
 	struct wb_segment *head = wb_seg_of_id(wb, lw + 1);
-	bool small;
 
 	if (atomic_read(&wb->drop_caches) ||
 	    test_bit(WB_F_SUSPENDING, &wb->flags) ||
@@ -49,11 +46,8 @@ bool wb_forward_wanted(struct wb_device *wb)
 	    lw >= READ_ONCE(wb->last_flushed_id) ||
 	    wb_free_slots(wb) >= 2 * wb_low_slots(wb))
 		return false;
-	spin_lock(&wb->lock);
-	small = head->id == lw + 1 &&
-		wb_forward_count(head, head->length) <= WB_FORWARD_MAX_BLOCKS;
-	spin_unlock(&wb->lock);
-	return small;
+	return READ_ONCE(head->id) == lw + 1 &&
+	       READ_ONCE(head->length) <= WB_FORWARD_MAX_BLOCKS;
 }
 
 /*
