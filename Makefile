@@ -13,6 +13,7 @@ FUZZ_RUNS ?= 0
 FUZZ_FORKS ?= 1
 PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
+STEP_TIMES ?= $(BUILD)/make-test-steps
 CMAKE_FLAGS ?=
 # Warnings as errors: ON in make test (and so in CI), OFF by default. A build
 # directory made without it is switched on when make test uses it.
@@ -118,20 +119,23 @@ format: deps-build
 # no device nodes, no strace) fails instead of skipping.
 test: export WBKIT_REQUIRE_ALL_TESTS = 1
 test: export WBKIT_WERROR = ON
+test: export WBKIT_STEP_TIMES = $(abspath $(STEP_TIMES))
 test: deps
-	$(MAKE) check-format
-	$(MAKE) check-kmod-style
-	$(MAKE) all
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	$(MAKE) test-release-build
-	$(MAKE) test-asan
-	$(MAKE) test-tsan
-	$(MAKE) test-fuzz
-	$(MAKE) test-mutants-quick
-	$(MAKE) test-kernel-build
-	$(MAKE) test-vm
-	$(MAKE) test-crash-quick
-	$(MAKE) test-powercut-quick
+	@rm -f $(STEP_TIMES)
+	@MAKE="$(MAKE)" scripts/make-step.sh check-format
+	@MAKE="$(MAKE)" scripts/make-step.sh check-kmod-style
+	@MAKE="$(MAKE)" scripts/make-step.sh all
+	@MAKE="$(MAKE)" scripts/make-step.sh test-unit
+	@MAKE="$(MAKE)" scripts/make-step.sh test-release-build
+	@MAKE="$(MAKE)" scripts/make-step.sh test-asan
+	@MAKE="$(MAKE)" scripts/make-step.sh test-tsan
+	@MAKE="$(MAKE)" scripts/make-step.sh test-fuzz
+	@MAKE="$(MAKE)" scripts/make-step.sh test-mutants-quick
+	@MAKE="$(MAKE)" scripts/make-step.sh test-kernel-build
+	@MAKE="$(MAKE)" scripts/make-step.sh test-vm
+	@MAKE="$(MAKE)" scripts/make-step.sh test-crash-quick
+	@MAKE="$(MAKE)" scripts/make-step.sh test-powercut-quick
+	@echo "make test: every step passed; the times:"; cat $(STEP_TIMES)
 
 # The three build types with warnings as errors: RelWithDebInfo (the main
 # build), Debug (the ASan build) and Release, built here: at -O3 GCC warns
