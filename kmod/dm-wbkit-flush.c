@@ -584,41 +584,67 @@ static void wb_append_segment(struct wb_device *wb, struct wb_segment *seg,
 }
 
 /*
- * wb_write_segment for a segment that appends left on its slot already
- * (seg->on_slot blocks): the rest in two steps, or nothing when no block
- * came after the last append. Every earlier segment is durable (the first
- * append made it so).
+ * The bookkeeping after a sealed segment's last write, whichever way it went
+ * (wb_write_segment, wb_write_appended): its buffer is retained for reads
+ * or, on a failure (the target is dead), goes back to the pool; then which
+ * writes are durable now. preflushed: the last write had a PREFLUSH, so
+ * every earlier write is durable (zeroed headers, earlier segments);
+ * durable: this segment is too (a FUA, or nothing of it left unflushed);
+ * zero_next: the next slot's header was zeroed with it, durably if
+ * zero_next_durable (a later PREFLUSH in the same write covered it).
  */
-static void wb_write_appended(struct wb_device *wb, struct wb_segment *seg,
-			      bool fua, struct wb_segment *zero_next)
+static void wb_segment_written(struct wb_device *wb, struct wb_segment *seg,
+			       int err, bool preflushed, bool durable,
+			       struct wb_segment *zero_next,
+			       bool zero_next_durable)
 {
-	bool nothing_new = seg->on_slot == seg->length;
-	int err = 0;
-
-	if (!nothing_new)
-		err = wb_write_two_steps(wb, seg, seg->buf, seg->on_slot,
-					 seg->length, false, fua, zero_next);
-
 	spin_lock(&wb->lock);
 	wb->nr_seg_bufs--;
 	if (err) {
+		/* The target is dead: new readers fail, the buffer goes back. */
 		wb_reclaim_buf(wb, seg);
 	} else {
 		list_add_tail(&seg->retain_node, &wb->retained);
+		seg->header_zeroed = false;
 		seg->on_slot = 0;
-		if (!nothing_new) {
-			/* Step 2's PREFLUSH covered zero_next's write too. */
+		if (preflushed)
 			wb->zero_unflushed = false;
-			if (zero_next)
-				zero_next->header_zeroed = true;
+		if (zero_next) {
+			zero_next->header_zeroed = true;
+			if (!zero_next_durable)
+				wb->zero_unflushed = true;
 		}
-		if (nothing_new || fua)
+		if (durable)
 			WRITE_ONCE(wb->last_durable_id, seg->id);
+		else if (preflushed)
+			WRITE_ONCE(wb->last_durable_id,
+				   max(wb->last_durable_id, seg->id - 1));
 		WRITE_ONCE(wb->last_flushed_id, seg->id);
 	}
 	spin_unlock(&wb->lock);
 	wake_up_all(&wb->wait);
 	wake_up(&wb->writeback_wait);
+}
+
+/*
+ * wb_write_segment for a segment that appends left on its slot already
+ * (seg->on_slot blocks): the rest in two steps, or nothing when no block
+ * came after the last append, whose FUA made the whole segment durable.
+ * Every earlier segment is durable (the first append made it so), and
+ * step 2's PREFLUSH covers step 1's write of zero_next.
+ */
+static void wb_write_appended(struct wb_device *wb, struct wb_segment *seg,
+			      bool fua, struct wb_segment *zero_next)
+{
+	int err;
+
+	if (seg->on_slot == seg->length) {
+		wb_segment_written(wb, seg, 0, false, true, NULL, false);
+		return;
+	}
+	err = wb_write_two_steps(wb, seg, seg->buf, seg->on_slot, seg->length,
+				 false, fua, zero_next);
+	wb_segment_written(wb, seg, err, true, fua, zero_next, true);
 }
 
 /*
@@ -702,30 +728,7 @@ static void wb_write_segment(struct wb_device *wb, struct wb_segment *seg,
 	if (err && !wb_dead(wb))
 		wb_set_dead(wb, WB_DEV_CACHE, WB_OP_WRITE, aio.err_sector, err);
 	wb->last_seg_write_ns = ktime_get_ns() - started;
-
-	spin_lock(&wb->lock);
-	wb->nr_seg_bufs--;
-	if (err) {
-		/* The target is dead: new readers fail, the buffer goes back. */
-		wb_reclaim_buf(wb, seg);
-	} else {
-		list_add_tail(&seg->retain_node, &wb->retained);
-		seg->header_zeroed = false;
-		if (preflush)
-			wb->zero_unflushed = false;
-		if (zero_next) {
-			zero_next->header_zeroed = true;
-			wb->zero_unflushed = true;
-		}
-		if (fua)
-			WRITE_ONCE(wb->last_durable_id, seg->id);
-		else if (preflush)
-			WRITE_ONCE(wb->last_durable_id, seg->id - 1);
-		WRITE_ONCE(wb->last_flushed_id, seg->id);
-	}
-	spin_unlock(&wb->lock);
-	wake_up_all(&wb->wait);
-	wake_up(&wb->writeback_wait);
+	wb_segment_written(wb, seg, err, preflush, fua, zero_next, false);
 }
 
 /*
