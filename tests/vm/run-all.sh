@@ -5,7 +5,8 @@
 # Usage: run-all.sh BUILD_DIR [SCENARIO...]
 # The scenarios get BUILD_DIR as WBKIT_BUILD_DIR (for the host tools) and
 # write their console logs under BUILD_DIR/vm-logs (or VM_LOG_DIR if set).
-# SCENARIO names (e.g. 00-upstream-smoke) run only those.
+# SCENARIO names (e.g. 00-upstream-smoke) run only those. WBKIT_VM_QUICK=1
+# (make test) leaves out the scenarios tests/vm/long-scenarios lists.
 set -euo pipefail
 
 if [ $# -lt 1 ]; then
@@ -22,8 +23,25 @@ mkdir -p "$VM_LOG_DIR"
 source "$(dirname "$0")/lib.sh"
 
 scenarios=()
+long_left_out=0
+# A name there that is no scenario (renamed, removed) fails: it would leave
+# out nothing and still read as a choice made.
+while read -r listed _; do
+	case $listed in '' | '#'*) continue ;; esac
+	[ -f "$VM_DIR/scenarios/$listed.sh" ] || {
+		echo "tests/vm/long-scenarios names $listed, which is no scenario of $VM_DIR/scenarios" >&2
+		exit 2
+	}
+done <"$VM_DIR/long-scenarios"
 if [ $# -eq 0 ]; then
-	scenarios=("$VM_DIR"/scenarios/*.sh)
+	for scenario in "$VM_DIR"/scenarios/*.sh; do
+		if [ "${WBKIT_VM_QUICK:-0}" = 1 ] &&
+			grep -q "^$(basename "$scenario" .sh) " "$VM_DIR/long-scenarios"; then
+			long_left_out=$((long_left_out + 1))
+			continue
+		fi
+		scenarios+=("$scenario")
+	done
 else
 	for name in "$@"; do
 		name=$(basename "$name" .sh)
@@ -93,4 +111,6 @@ done
 
 echo "VM suite took $((SECONDS - suite_start))s"
 echo "$passed passed, $failed failed, $skipped skipped"
+[ "$long_left_out" = 0 ] ||
+	echo "$long_left_out long scenarios left out (WBKIT_VM_QUICK=1, tests/vm/long-scenarios): make test-vm runs them"
 [ "$failed" = 0 ]
