@@ -47,8 +47,10 @@
 # also holds what shutdown and replay write (restart sequences).
 # CRASH_OPS and CRASH_FLUSH_EVERY set the number of stamped writes and the
 # writes per fsync group; CRASH_CACHE_BYTES the cache device's size in mode
-# both (default 6 MiB: 1 MiB superblock + 10 segments of 512 KiB; e.g.
-# $((8 << 20)) for 14 segments). CRASH_REGION_BYTES: the cached device the
+# both (default 3 MiB for dm-wbkit: 1 MiB superblock + 4 segments of 512
+# KiB, 6 MiB (10 segments) for the others; e.g. $((8 << 20)) for 14
+# segments). dm-wbkit's recording in mode both fails unless its ring
+# wrapped. CRASH_REGION_BYTES: the cached device the
 # workload writes (default 4 MiB); the backing device is that, plus 8 KiB for
 # bcache, whose superblock comes before the data (make-bcache's default
 # offset). CRASH_PARTIAL_PCT: the share of 512-byte writes (default 20; 0 for
@@ -85,7 +87,18 @@ wbkit | upstream) peer=0 ;;
 esac
 case $mode in
 cache) cache_bytes=$((128 << 20)); ops=${CRASH_OPS:-480}; flush_every=${CRASH_FLUSH_EVERY:-6} ;;
-both) cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
+both)
+	# dm-wbkit appends an fsync's writes to the open segment, so its ring
+	# advances a slot per 127 blocks, not per fsync: four slots and 1,096
+	# writes wrap it twice, and the writeback whose backing flush the
+	# states check reuses slots (checked after the recording).
+	if [ "$target" = wbkit ]; then
+		cache_bytes=${CRASH_CACHE_BYTES:-$((3 << 20))}; ops=${CRASH_OPS:-1096}
+	else
+		cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}
+	fi
+	flush_every=${CRASH_FLUSH_EVERY:-8}
+	;;
 cache-writeback) cache_bytes=${CRASH_CACHE_BYTES:-$((6 << 20))}; ops=${CRASH_OPS:-720}; flush_every=${CRASH_FLUSH_EVERY:-8} ;;
 detach | replace-cache)
 	[ $peer = 0 ] || { echo "record.sh: mode $mode is for the writeboost targets" >&2; exit 2; }
@@ -260,6 +273,17 @@ if [ "$mode" = cache ]; then
 		exit 1
 	fi
 	rm -f "$out/final-backing.img"
+fi
+if [ "$mode" = both ] && [ "$target" = wbkit ]; then
+	# Status fields 3 and 4: nr_segments, current_id. A ring that never
+	# wrapped wrote nothing back over a reused slot, and a writeback that
+	# skips its backing flush would pass every state (it did, from the
+	# appends of 3031908 until this check).
+	read -r _ _ nr_segments current_id _ <<<"$(vm_result status)"
+	if [ "${current_id:-0}" -le "${nr_segments:-0}" ]; then
+		echo "mode both: the ring never wrapped (current_id ${current_id:-?}, ${nr_segments:-?} slots): nothing written back was reused; raise CRASH_OPS"
+		exit 1
+	fi
 fi
 if [ "$mode" = cache-writeback ]; then
 	# What writeback wrote is not in the log: only the cache's log can be checked.
