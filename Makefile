@@ -287,8 +287,8 @@ crash-peers: deps configure
 # mistake in kmod/, lib/ or the replay decision; each must fail one of its
 # tests. make test runs the gate itself for the mutants its fuzzer catches
 # (seconds) and for the two of flush ordering across the two devices (a
-# recording each, caught by the two-flush-domain crash states: about 50 s
-# for both); every mutant with its VM scenarios and recordings takes about
+# recording each, caught by the two-flush-domain crash states: about 75 s
+# each); every mutant with its VM scenarios and recordings takes about
 # half an hour. MUTANTS="name ..." runs those.
 MUTANTS ?=
 MUTANTS_IN_TEST = every-bad-checksum-a-torn-rewrite torn-rewrite-rule-on-own-logs \
