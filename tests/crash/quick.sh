@@ -21,7 +21,8 @@
 #
 #   tests/crash/quick.sh BUILD_DIR
 # CRASH_QUICK_OPS: stamped writes per recording (default 240; mode both
-# takes record.sh's 1,096, which its ring needs to wrap; for detach
+# takes record.sh's 1,096, which its ring needs to wrap, cache-writeback
+# 576, four pairs of its groups; for detach
 # and replace-cache CRASH_QUICK_CTL_GROUPS groups of 8 before wbctl starts
 # and as many after it ends, default 6). CRASH_QUICK_MODES: the layouts
 # (default all five). A failing state's images stay in
@@ -49,6 +50,10 @@ for mode in $modes; do
 	# Mode both takes record.sh's default (1,096 writes into four slots):
 	# its ring must wrap for writeback's backing flush to be in the states.
 	both) bash "$here/record.sh" wbkit both "$out/rec-both" >"$out/record-both.log" 2>&1 || rc=$? ;;
+	# Four pairs of an fsynced group (8) and one that ends in drop_caches
+	# (136: record.sh), each of the latter sealing a segment no append
+	# made durable.
+	cache-writeback) CRASH_OPS=576 bash "$here/record.sh" wbkit cache-writeback "$out/rec-cache-writeback" >"$out/record-cache-writeback.log" 2>&1 || rc=$? ;;
 	*) CRASH_OPS=$ops bash "$here/record.sh" wbkit "$mode" "$out/rec-$mode" >"$out/record-$mode.log" 2>&1 || rc=$? ;;
 	esac
 	if [ "$rc" = 77 ] && [ "${WBKIT_REQUIRE_ALL_TESTS:-0}" != 1 ]; then
