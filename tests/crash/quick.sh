@@ -47,14 +47,17 @@ for mode in $modes; do
 		CRASH_CTL_AFTER=$ctl_groups CRASH_CTL_TAIL=$ctl_groups \
 			bash "$here/record.sh" wbkit "$mode" "$out/rec-$mode" >"$out/record-$mode.log" 2>&1 || rc=$?
 		;;
-	# Mode both takes record.sh's default (1,096 writes into four slots):
-	# its ring must wrap for writeback's backing flush to be in the states.
-	both) bash "$here/record.sh" wbkit both "$out/rec-both" >"$out/record-both.log" 2>&1 || rc=$? ;;
-	# Four pairs of an fsynced group (8) and one that ends in drop_caches
-	# (136: record.sh), each of the latter sealing a segment no append
-	# made durable.
-	cache-writeback) CRASH_OPS=576 bash "$here/record.sh" wbkit cache-writeback "$out/rec-cache-writeback" >"$out/record-cache-writeback.log" 2>&1 || rc=$? ;;
-	*) CRASH_OPS=$ops bash "$here/record.sh" wbkit "$mode" "$out/rec-$mode" >"$out/record-$mode.log" 2>&1 || rc=$? ;;
+	*)
+		# Mode both takes record.sh's default (empty: 1,096 writes into
+		# four slots), which its ring needs to wrap for writeback's
+		# backing flush to be in the states; cache-writeback four pairs
+		# of an fsynced group (8) and one that ends in drop_caches (136:
+		# record.sh), each of the latter sealing a segment no append made
+		# durable.
+		mode_ops=$ops
+		case $mode in both) mode_ops= ;; cache-writeback) mode_ops=576 ;; esac
+		CRASH_OPS=$mode_ops bash "$here/record.sh" wbkit "$mode" "$out/rec-$mode" >"$out/record-$mode.log" 2>&1 || rc=$?
+		;;
 	esac
 	if [ "$rc" = 77 ] && [ "${WBKIT_REQUIRE_ALL_TESTS:-0}" != 1 ]; then
 		echo "SKIP wbkit $mode: $(tail -n 1 "$out/record-$mode.log")"

@@ -117,8 +117,8 @@ run_test() {
 		case $name in *+record) name=${name%+record}; table_args="2 update_sb_record_interval 1" ;; esac
 		tools=$(tools_for "$tree" "$log" wbctl wbstat) || { echo "the mutant's wbctl does not build" >>"$log"; return 2; }
 		# The wbctl modes stop on their own once wbctl is done: CRASH_OPS is their cap.
-		# Mode both needs its ring to wrap (record.sh checks): 1,096 writes.
-		case $name in detach | replace-cache) ops=1600 ;; both) ops=${MUTANT_CRASH_BOTH_OPS:-1096} ;; esac
+		# Mode both takes record.sh's default (empty), which wraps its ring.
+		case $name in detach | replace-cache) ops=1600 ;; both) ops= ;; esac
 		WBKIT_BUILD_DIR="$tools" VM_WBKIT_KO="$tree/kmod/dm-wbkit.ko" VM_WORK="$work/vm" CRASH_OPS="$ops" \
 			CRASH_TABLE_ARGS="$table_args" CRASH_BACKING_DELAY_MS="$delay_ms" \
 			bash "$tree/tests/crash/record.sh" wbkit "$name" "$tree/rec" >>"$log" 2>&1 || return 2
