@@ -53,7 +53,9 @@
  * option of the same ENUM in WB_TUNABLE_ROWS; STATE is a figure of the
  * target. upstream: 1 when dm-writeboost prints the pair too; those come
  * first, so upstream's 10 tokens keep their places and a parser that trusts
- * the count reads dm-wbkit's line whole. Every value is an integer.
+ * the count reads dm-wbkit's line whole. dm-wbkit's own pairs go after
+ * them in the order they were added, so an older dm-wbkit's line lacks
+ * only the last ones. Every value is an integer.
  */
 #define WB_STATUS_FIELD_ROWS(X)						\
 	X(CURSOR_POS, cursor_pos, 1)					\
@@ -72,7 +74,9 @@
 	X(SYNC_DATA_INTERVAL, sync_data_interval, TUNABLE, 1)		\
 	X(UPDATE_SB_RECORD_INTERVAL, update_sb_record_interval, TUNABLE, 1) \
 	X(READ_CACHE_THRESHOLD, read_cache_threshold, TUNABLE, 1)	\
-	X(DEAD, dead, STATE, 0)
+	X(DEAD, dead, STATE, 0)						\
+	X(NR_DISCARDED_BLOCKS, nr_discarded_blocks, STATE, 0)		\
+	X(NR_DISCARDED_DIRTY, nr_discarded_dirty, STATE, 0)
 
 /* The place of each pair in the status line, and how many there are. */
 enum wb_status_pair_place {
@@ -153,6 +157,10 @@ enum wb_status_sizes {
 	  "write or flush around the cache (`write_around_mode 1`)",	\
 	  FAILS_REQUEST, "backing_write / backing_flush, failed_requests", \
 	  "92 `write_around`")						\
+	X(BACKING_DISCARD, "backing",					\
+	  "a discard passed down",					\
+	  FAILS_REQUEST, "backing_write, failed_requests",		\
+	  "58 `passdown_error`")					\
 	X(CACHE_READ_CLEAN, "cache",					\
 	  "read of a clean copy (written back, or a read-cache block)",	\
 	  SERVED_ELSEWHERE, "cache_read, cache_read_fallback",		\

@@ -78,7 +78,7 @@ static bool wb_writeback_stopping(struct wb_device *wb)
  * wakes wb->wait. The daemon's wait also ends when it is being stopped:
  * false, not locked.
  */
-static bool wb_lock_batch(struct wb_device *wb, bool daemon)
+bool wb_lock_batch(struct wb_device *wb, bool daemon)
 {
 	bool locked = false;
 
@@ -87,7 +87,7 @@ static bool wb_lock_batch(struct wb_device *wb, bool daemon)
 	return locked;
 }
 
-static void wb_unlock_batch(struct wb_device *wb)
+void wb_unlock_batch(struct wb_device *wb)
 {
 	mutex_unlock(&wb->batch_lock);
 	wake_up_all(&wb->wait);

@@ -137,6 +137,7 @@ static bool wb_forward_seg(struct wb_device *wb, struct wb_segment *seg,
 		nmb->data_bits = mb->data_bits;
 		nmb->dirty = true;
 		nmb->obsolete = false;
+		nmb->discarded = false;
 		wb_ht_add(wb, nmb);
 		md = cur->buf + WB_METABLOCK_OFFSET(idx);
 		md->sector = cpu_to_le64(wb_mb_sector(nmb));

@@ -219,6 +219,7 @@ retry:
 		mb->data_bits = bits | keep;
 		mb->dirty = true;
 		mb->obsolete = false;
+		mb->discarded = false;
 		wb_ht_add(wb, mb);
 		seg->length++;
 	}
@@ -471,6 +472,234 @@ done:
 	return WB_MAP_SUBMITTED;
 }
 
+/*
+ * Places a tombstone for block (hashed as old) in the open segment: a
+ * clean entry with zeroed data, which supersedes every older copy of the
+ * block in the log (docs/FORMAT.md, replay step 3) and, in a segment the
+ * trust record does not cover, serves nothing after a restart either. The
+ * block itself leaves the lookup, so reads go to the backing device. Called
+ * with wb->lock held, the open segment not full and not trusted.
+ */
+static void wb_place_tombstone(struct wb_device *wb, struct wb_metablock *old,
+			       sector_t block)
+{
+	struct wb_segment *seg = wb->cur;
+	unsigned int idx = seg->length;
+	struct wb_metablock *mb = &seg->mb[idx];
+	struct wb_metablock_device *md = seg->buf + WB_METABLOCK_OFFSET(idx);
+
+	/* Zeros, not the deleted data: upstream's replay serves it as a copy. */
+	memset(seg->buf + WB_BLOCK_SIZE * (1 + idx), 0, WB_BLOCK_SIZE);
+	if (old->dirty) {
+		old->discarded = true;
+		atomic64_inc(&wb->nr_discarded_dirty);
+	}
+	wb_ht_del(wb, old);
+	wb_mb_set_sector(mb, block);
+	mb->data_bits = 0;
+	mb->dirty = false;
+	mb->obsolete = false;
+	mb->discarded = false;
+	md->sector = cpu_to_le64(block);
+	md->dirty_bits = 0;
+	seg->length++;
+	wb->last_tombstone_id = seg->id;
+	atomic64_inc(&wb->nr_discarded_blocks);
+}
+
+/*
+ * Flags every dirty copy of [start, end) as discarded: the newest ones (in
+ * the lookup) and, when there are any, the older ones newer writes had
+ * superseded, which writeback still holds to write (their newer copy may
+ * not have been durable): the block would read that older data from the
+ * backing device after its discard. One pass over the segments not written
+ * back, up to the open one. Called with batch_lock held: no batch takes
+ * copies meanwhile.
+ */
+static void wb_flag_discarded(struct wb_device *wb, sector_t start,
+			      sector_t end)
+{
+	bool any = false;
+	sector_t block;
+	u64 id, open_id;
+
+	for (block = start; block < end; block += WB_BLOCK_SECTORS) {
+		struct wb_metablock *mb;
+
+		spin_lock(&wb->lock);
+		mb = wb_ht_lookup(wb, block);
+		if (mb && mb->dirty) {
+			mb->discarded = true;
+			any = true;
+		}
+		spin_unlock(&wb->lock);
+		if (!((block >> 3) & 1023))
+			cond_resched();
+	}
+	/* Only a dirty copy in the lookup can have older dirty ones behind it. */
+	if (!any)
+		return;
+	spin_lock(&wb->lock);
+	open_id = wb->cur ? wb->cur->id : wb->last_sealed_id;
+	spin_unlock(&wb->lock);
+	for (id = READ_ONCE(wb->last_writeback_id) + 1; id <= open_id; id++) {
+		struct wb_segment *seg = wb_seg_of_id(wb, id);
+		unsigned int j;
+
+		spin_lock(&wb->lock);
+		for (j = 0; seg->id == id && j < seg->length; j++) {
+			struct wb_metablock *mb = &seg->mb[j];
+
+			block = wb_mb_sector(mb);
+			if (mb->dirty && block >= start && block < end)
+				mb->discarded = true;
+		}
+		spin_unlock(&wb->lock);
+		if (!(id & 63))
+			cond_resched();
+	}
+}
+
+/*
+ * REQ_OP_DISCARD, in the worker. Only whole 4 KiB blocks are discarded:
+ * the sectors of a partial block at either end keep their data, in the
+ * cache and on the backing device. In this order (kmod/README.md,
+ * "Discard"):
+ * 1. before the backing device may change under older clean copies, the
+ *    trust record is raised past the open segment (FUA);
+ * 2. the batch in progress ends (it may be writing copies of the range),
+ *    and until step 3 no other batch runs;
+ * 3. the range goes on to the backing device when that supports discard,
+ *    and the backing device is flushed: a tombstone durable before the
+ *    discard there would leave the block to older data at a power cut;
+ *    then every dirty copy of the range is flagged (wb_flag_discarded):
+ *    writeback skips them from then on after a passdown, without one once
+ *    the tombstones are on the cache device;
+ * 4. every cached copy of a block in the range (dirty or clean, in a RAM
+ *    buffer or on the cache device) gets a tombstone (wb_place_tombstone),
+ *    in a segment the trust record does not cover (raised again when the
+ *    tombstones reach it). The block reads from the backing device from
+ *    now on, after a reload or a restart too; a tombstone not yet durable
+ *    at a power cut leaves the block's pre-discard content.
+ * A failed passdown fails the bio with the cached copies left as they were.
+ */
+static void wb_discard(struct wb_device *wb, struct bio *bio, sector_t sector)
+{
+	sector_t start = round_up(sector, WB_BLOCK_SECTORS);
+	sector_t end = round_down(sector + bio_sectors(bio), WB_BLOCK_SECTORS);
+	struct block_device *backing = wb->backing_dev->bdev;
+	bool passdown = bdev_max_discard_sectors(backing) > 0;
+	sector_t block;
+	u64 open_id;
+	int err = 0;
+
+	if (start >= end)
+		goto done;
+	mutex_lock(&wb->discard_lock);
+	spin_lock(&wb->lock);
+	open_id = wb->cur ? wb->cur->id : wb->last_sealed_id + 1;
+	spin_unlock(&wb->lock);
+	if (passdown && !wb->write_around &&
+	    wb_clean_copy_trusted(open_id, wb->trusted_from_id)) {
+		err = wb_write_trust(wb, open_id + 1);
+		if (err)
+			goto unlock;
+	}
+	/*
+	 * No batch runs from here to the flags: the one in progress, which
+	 * may hold copies of the range, has written them before the passdown
+	 * removes them, and the next one skips them.
+	 */
+	wb_lock_batch(wb, false);
+	if (passdown) {
+		err = blkdev_issue_discard(backing, start, end - start, GFP_NOIO);
+		if (err) {
+			wb_unlock_batch(wb);
+			if (!wb_dead(wb))
+				wb_fail_request(wb, WB_OP_WRITE, start, err);
+			goto unlock;
+		}
+		err = wb_flush_dev(wb, WB_DEV_BACKING);
+		if (err) {
+			wb_unlock_batch(wb);
+			goto unlock;
+		}
+	}
+	if (!wb->write_around) {
+		spin_lock(&wb->lock);
+		wb->discard_passdown = passdown;
+		wb->tombstones_pending = !passdown;
+		spin_unlock(&wb->lock);
+		wb_flag_discarded(wb, start, end);
+	}
+	wb_unlock_batch(wb);
+	for (block = start; block < end; block += WB_BLOCK_SECTORS) {
+		struct wb_metablock *old;
+		u64 need;
+
+		spin_lock(&wb->lock);
+retry:
+		old = wb_ht_lookup(wb, block);
+		wb_rc_invalidate(wb, block);
+		if (!old) {
+			spin_unlock(&wb->lock);
+			goto next;
+		}
+		/*
+		 * write_around_mode logs nothing and trusts no copy: the
+		 * copy just leaves the lookup, as a write around does.
+		 */
+		if (wb->write_around) {
+			wb_ht_del(wb, old);
+			atomic64_inc(&wb->nr_discarded_blocks);
+			spin_unlock(&wb->lock);
+			goto next;
+		}
+		/* A copy still being written into: the tombstone goes after it. */
+		if (wb_nr_copying(wb, old)) {
+			wb_wait_copied(wb, old);
+			goto retry;
+		}
+		err = wb_get_cur(wb);
+		if (err) {
+			spin_unlock(&wb->lock);
+			goto unlock;
+		}
+		if (wb->cur->length == WB_BLOCKS_PER_SEGMENT) {
+			wb_seal(wb);
+			goto retry;
+		}
+		if (wb_clean_copy_trusted(wb->cur->id, wb->trusted_from_id)) {
+			/* Room for the rest of the range, so one write covers it. */
+			need = wb->cur->id + 2 +
+			       div_u64(end - block, WB_BLOCK_SECTORS * WB_BLOCKS_PER_SEGMENT);
+			spin_unlock(&wb->lock);
+			err = wb_write_trust(wb, need);
+			if (err)
+				goto unlock;
+			spin_lock(&wb->lock);
+			goto retry;
+		}
+		wb_place_tombstone(wb, old, block);
+		spin_unlock(&wb->lock);
+next:
+		if (!((block >> 3) & 1023))
+			cond_resched();
+	}
+unlock:
+	spin_lock(&wb->lock);
+	wb->tombstones_pending = false;
+	spin_unlock(&wb->lock);
+	mutex_unlock(&wb->discard_lock);
+	if (err == -EOPNOTSUPP)
+		err = -EIO;
+done:
+	if (!err && wb_dead(wb))
+		err = -EIO;
+	bio->bi_status = errno_to_blk_status(err);
+	bio_endio(bio);
+}
+
 static void wb_defer(struct wb_device *wb, struct bio *bio)
 {
 	spin_lock_irq(&wb->bio_lock);
@@ -559,7 +788,9 @@ void wb_io_work(struct work_struct *work)
 	while ((bio = bio_list_pop(&bios))) {
 		sector_t sector = dm_target_offset(wb->ti, bio->bi_iter.bi_sector);
 
-		if (bio_op(bio) == REQ_OP_WRITE)
+		if (bio_op(bio) == REQ_OP_DISCARD)
+			wb_discard(wb, bio, sector);
+		else if (bio_op(bio) == REQ_OP_WRITE)
 			wb_write(wb, bio, sector, true);
 		else if (wb_read(wb, bio, sector, true) == WB_MAP_REMAPPED)
 			dm_submit_bio_remap(bio, NULL);
@@ -597,6 +828,9 @@ int writeboost_map(struct dm_target *ti, struct bio *bio)
 		break;
 	case REQ_OP_READ:
 		r = wb_read(wb, bio, sector, false);
+		break;
+	case REQ_OP_DISCARD:
+		r = WB_MAP_DEFER;	/* it may wait for a slot or a trust write */
 		break;
 	default:
 		return DM_MAPIO_KILL;

@@ -367,14 +367,19 @@ static_assert(ARRAY_SIZE(wb_status_field_counts) == WB_SF_NR);
 static_assert(WB_STATUS_SIZE_STAT == WB_STATLEN);
 static_assert(ARRAY_SIZE(wb_status_pairs) == WB_STATUS_NR_PAIRS);
 
-static unsigned int wb_status_state(struct wb_device *wb,
-				    enum wb_status_pair_place pair)
+/* u64: a counter since the target was made may pass 2^32. */
+static u64 wb_status_state(struct wb_device *wb,
+			   enum wb_status_pair_place pair)
 {
 	switch (pair) {
 	case WB_STATUS_PAIR_NR_CUR_BATCHED_WRITEBACK:
 		return READ_ONCE(wb->nr_cur_batched);
 	case WB_STATUS_PAIR_DEAD:
 		return wb_dead(wb) ? 1 : 0;
+	case WB_STATUS_PAIR_NR_DISCARDED_BLOCKS:
+		return atomic64_read(&wb->nr_discarded_blocks);
+	case WB_STATUS_PAIR_NR_DISCARDED_DIRTY:
+		return atomic64_read(&wb->nr_discarded_dirty);
 	default:
 		/* A TUNABLE pair: wb_status_pairs names its option. */
 		WARN_ON_ONCE(1);
@@ -389,14 +394,16 @@ static unsigned int wb_status_state(struct wb_device *wb,
  *   <cursor_pos> <nr_cache_blocks> <nr_segments> <current_id>
  *   <last_flushed_id> <last_writeback_id> <nr_dirty_cache_blocks>
  *   <stat * 16> <nr_partial_flushed>
- *   12 writeback_threshold <n> nr_cur_batched_writeback <n>
+ *   16 writeback_threshold <n> nr_cur_batched_writeback <n>
  *      sync_data_interval <n> update_sb_record_interval <n>
  *      read_cache_threshold <n> dead <0|1>
+ *      nr_discarded_blocks <n> nr_discarded_dirty <n>
  *
- * The dead state is one more counted key/value pair (upstream has 10
- * tokens there), so a parser that trusts the count reads every token, and
- * every value is an integer, as upstream's are. Its cause is in the kernel
- * log and in the reply to the message dead_cause.
+ * The dead state and the discard counters are more counted key/value pairs
+ * after upstream's (it has 10 tokens there), so a parser that trusts the
+ * count reads every token, and every value is an integer, as upstream's
+ * are. The cause of the dead state is in the kernel log and in the reply
+ * to the message dead_cause.
  */
 void writeboost_status(struct dm_target *ti, status_type_t type,
 		       unsigned int status_flags, char *result,
@@ -422,10 +429,11 @@ void writeboost_status(struct dm_target *ti, status_type_t type,
 		DMEMIT(" %u", 2 * WB_STATUS_NR_PAIRS);
 		for (p = 0; p < WB_STATUS_NR_PAIRS; p++) {
 			int option = wb_status_pairs[p].option;
+			u64 val = option >= 0 ? READ_ONCE(wb->tunable[option]) :
+				  wb_status_state(wb, p);
 
-			DMEMIT(" %s %u", wb_status_pairs[p].key, option >= 0 ?
-			       READ_ONCE(wb->tunable[option]) :
-			       wb_status_state(wb, p));
+			DMEMIT(" %s %llu", wb_status_pairs[p].key,
+			       (unsigned long long)val);
 		}
 		break;
 

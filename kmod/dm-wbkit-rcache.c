@@ -200,6 +200,7 @@ static int wb_rc_inject(struct wb_device *wb, struct wb_rc_cell *cell,
 	mb->data_bits = WB_ALL_DIRTY;
 	mb->dirty = false;
 	mb->obsolete = false;
+	mb->discarded = false;
 	wb_ht_add(wb, mb);
 	seg->length++;
 	return 0;

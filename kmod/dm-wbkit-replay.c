@@ -94,6 +94,7 @@ static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 		mb->data_bits = bits;
 		mb->dirty = bits;
 		mb->obsolete = false;
+		mb->discarded = false;
 		mb->replay_keep = 0;
 		/*
 		 * Never trust the disk: a block must lie inside the target

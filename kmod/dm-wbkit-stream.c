@@ -98,7 +98,7 @@ unsigned int wb_collect_ahead(struct wb_device *wb, u64 lw,
 		for (j = 0; j < seg->length && nr_ahead < budget; j++) {
 			struct wb_metablock *mb = &seg->mb[j];
 
-			if (!mb->dirty || mb->obsolete ||
+			if (!mb->dirty || mb->obsolete || mb->discarded ||
 			    !wb_near_batch(entries, nr, wb_mb_sector(mb)))
 				continue;
 			entries[nr + nr_ahead] = (struct wb_writeback_entry) {

@@ -316,6 +316,7 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	init_waitqueue_head(&wb->writeback_wait);
 	mutex_init(&wb->batch_lock);
 	mutex_init(&wb->periodic_lock);
+	mutex_init(&wb->discard_lock);
 	INIT_LIST_HEAD(&wb->instance_node);
 	wb->md = dm_table_get_md(ti->table);
 	INIT_LIST_HEAD(&wb->flush_queue);
@@ -439,6 +440,12 @@ static int writeboost_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	ti->num_flush_bios = 1;
 	ti->flush_supported = true;
+	/*
+	 * Discards drop cached copies whatever the backing device supports
+	 * (wb_discard); they go on to it when it supports them.
+	 */
+	ti->num_discard_bios = 1;
+	ti->discards_supported = true;
 	ti->per_io_data_size = sizeof(struct wb_per_bio);
 	return 0;
 
@@ -631,6 +638,14 @@ static void writeboost_io_hints(struct dm_target *ti,
 	 * (blk_limits_io_opt, which only set this, is gone in 6.11.)
 	 */
 	limits->io_opt = WB_BLOCK_SIZE;
+	/*
+	 * Only whole blocks are discarded (wb_discard). The size is ours, not
+	 * the backing device's: the block layer splits our passdown for it.
+	 */
+	limits->discard_granularity = WB_BLOCK_SIZE;
+	limits->discard_alignment = 0;
+	limits->max_hw_discard_sectors = WB_MAX_DISCARD_SECTORS;
+	limits->max_discard_sectors = WB_MAX_DISCARD_SECTORS;
 }
 
 /*

@@ -134,7 +134,8 @@ static void __wb_writeback_batch(struct wb_device *wb)
 	u8 lens[WB_MAX_BATCH];
 	unsigned int nr = 0, nr_ahead, b, n, i, j;
 	blk_opf_t write_opf = REQ_OP_WRITE;
-	u64 lw, start_ns = ktime_get_ns();
+	u64 lw, durable_id, start_ns = ktime_get_ns();
+	bool tombstones_written;	/* or need not be: see wb_discard */
 	sector_t err_sector = 0;
 	int err;
 
@@ -158,6 +159,17 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		return;
 	}
 	WRITE_ONCE(wb->nr_cur_batched, n);
+	/*
+	 * A discarded copy is skipped once every tombstone is on the cache
+	 * device, made durable below with the batch: without a passdown, a
+	 * tombstone lost at a power cut after its block's segment counted
+	 * written back would leave the block to older data on the backing
+	 * device.
+	 */
+	tombstones_written = wb->discard_passdown ||
+			     (!wb->tombstones_pending &&
+			      wb->last_tombstone_id <= wb->last_flushed_id);
+	durable_id = lw + n;
 	for (b = 0; b < n; b++) {
 		struct wb_segment *seg = wb_seg_of_id(wb, lw + 1 + b);
 
@@ -178,6 +190,11 @@ static void __wb_writeback_batch(struct wb_device *wb)
 			 */
 			if (!mb->dirty || mb->obsolete)
 				continue;
+			if (mb->discarded && tombstones_written) {
+				if (!wb->discard_passdown)
+					durable_id = max(durable_id, wb->last_tombstone_id);
+				continue;
+			}
 			wb->writeback_entries[nr++] = (struct wb_writeback_entry) {
 				.sector = wb_mb_sector(mb),
 				.batch_idx = b,
@@ -187,7 +204,7 @@ static void __wb_writeback_batch(struct wb_device *wb)
 		}
 	}
 	spin_unlock(&wb->lock);
-	if (wb_make_durable(wb, lw + n))
+	if (wb_make_durable(wb, durable_id))
 		return;
 	/* Only clean blocks (read cache, write-around): nothing to write. */
 	if (!nr)

@@ -167,6 +167,12 @@ struct wb_metablock {
 	 */
 	bool obsolete:1;
 	/*
+	 * Dirty, superseded at run time by a discard's tombstone (a clean
+	 * entry, wb_discard): writeback may skip it once every tombstone is
+	 * on the cache device (wb->last_tombstone_id).
+	 */
+	bool discarded:1;
+	/*
 	 * Replay only: the dirty sectors a newer, partial entry of the block
 	 * left to this superseded one, written after the walk (see
 	 * wb_write_kept_sectors).
@@ -175,6 +181,12 @@ struct wb_metablock {
 };
 
 #define WB_HT_END		U32_MAX
+/*
+ * Discards that one wb_discard takes at most (1 GiB): it walks the range a
+ * block at a time in the worker, so a larger one is split by the block
+ * layer instead of holding the worker for seconds.
+ */
+#define WB_MAX_DISCARD_SECTORS	(1024U * 2048)
 /* 40 bits of 4 KiB blocks: the largest target, in sectors. */
 #define WB_MAX_TARGET_SECTORS	(1ULL << (40 + 3))
 
@@ -403,6 +415,26 @@ struct wb_device {
 	u64 trusted_from_id;
 	u64 trust_nr_segments;	/* the trust record's ring size, 0 if none */
 	u64 nr_dirty;			/* hashed copies that are dirty */
+	/*
+	 * Discards, one at a time (they raise trusted_from_id at run time);
+	 * the newest segment holding a tombstone, under lock.
+	 */
+	struct mutex discard_lock;
+	u64 last_tombstone_id;
+	/*
+	 * A discard without passdown is placing its tombstones: its flagged
+	 * copies are written back meanwhile (the backing device still holds
+	 * older data of their blocks). Under lock.
+	 */
+	bool tombstones_pending;
+	/*
+	 * The discards went on to the backing device, which holds the
+	 * discarded content durably before any copy is flagged: writeback
+	 * skips a flagged copy at once. Under lock.
+	 */
+	bool discard_passdown;
+	atomic64_t nr_discarded_blocks;	/* cached blocks a discard dropped */
+	atomic64_t nr_discarded_dirty;	/* of them, dirty: never written back */
 	void *rambuf[WB_NR_BUFS];	/* WB_SEGMENT_SIZE each */
 	unsigned int nr_free_rambuf;
 	void *free_rambuf[WB_NR_BUFS];
@@ -585,6 +617,8 @@ u64 wb_free_slots(struct wb_device *wb);
 u64 wb_low_slots(struct wb_device *wb);
 bool wb_ring_short(struct wb_device *wb);
 u64 wb_open_pace_ns(struct wb_device *wb, u64 now);
+bool wb_lock_batch(struct wb_device *wb, bool daemon);
+void wb_unlock_batch(struct wb_device *wb);
 int __wb_get_cur(struct wb_device *wb, bool wait_slot);
 static inline int wb_get_cur(struct wb_device *wb)
 {

@@ -77,7 +77,9 @@ def check_device(d, fields, table):
     assert d["target"] == ("dm-wbkit" if "dead" in pairs else "dm-writeboost")
     assert d["dead"] == (None if "dead" not in pairs else pairs["dead"] == 1)
     assert d["cache"] == {"blocks": n[1], "bytes": n[1] * 4096, "dirty_blocks": n[6], "dirty_bytes": n[6] * 4096,
-                          "dirty_ratio": pytest.approx(n[6] / n[1])}
+                          "dirty_ratio": pytest.approx(n[6] / n[1]),
+                          "discarded_blocks": pairs.get("nr_discarded_blocks"),
+                          "discarded_dirty_blocks": pairs.get("nr_discarded_dirty")}
     seg = d["segments"]
     assert (seg["total"], seg["in_use"], seg["unflushed"], seg["to_write_back"]) == (
         n[2], n[3] - n[5], n[3] - n[4], n[4] - n[5])
@@ -149,12 +151,14 @@ def test_human_output_labels_every_figure():
     for block in blocks:
         labels = [line.split()[0] for line in block.splitlines()[1:]]
         assert labels == ["state", "errors", "dirty", "segments", "writeback", "reads", "writes", "partial",
-                          "tunables"], block
+                          "discarded", "tunables"], block
     assert "  state      DEAD: cause not read;" in blocks[0]
     assert "  state      alive\n" in blocks[1]
     assert "  errors     not known (not read from dmsetup: the counters are dm-wbkit's reply to the message " \
         "error_counts)\n" in blocks[1]
     assert "nr_max_batched_writeback 16" in blocks[1]
+    # Captured before the discard counters: an older dm-wbkit's lines.
+    assert "  discarded  not reported (a dm-wbkit from before discard support)\n" in blocks[1]
 
 
 SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
@@ -224,8 +228,51 @@ def test_prometheus_parses_and_matches_the_raw_lines():
 
 def test_upstream_has_no_dead_metric():
     samples = parse_exposition(wbstat("--prometheus", "-", input=capture("up")).stdout)
-    assert not [key for key in samples if key[0] in ("writeboost_dead", "writeboost_errors_total")]
+    assert not [key for key in samples if key[0] in ("writeboost_dead", "writeboost_errors_total",
+                                                     "writeboost_discarded_blocks_total",
+                                                     "writeboost_discarded_dirty_blocks_total")]
     assert [key for key in samples if key[0] == "writeboost_segments"]
+
+
+def with_discards(fields, blocks, dirty):
+    """A captured dm-wbkit status (12 counted tokens, `dead` last) as the
+    module prints it since discard support: 16 tokens, the two discard
+    counters after `dead`."""
+    assert fields[24] == "12" and fields[-2] == "dead", fields
+    return ["16", *fields[25:], "nr_discarded_blocks", str(blocks), "nr_discarded_dirty", str(dirty)]
+
+
+def test_discard_counters_in_every_output(tmp_path):
+    # wk's capture with nonzero discard counters: JSON, text and Prometheus
+    # give those numbers; an older dm-wbkit's line (dead's capture) and
+    # upstream's give none.
+    (fields,) = raw_lines((DATA / "wk.status").read_text()).values()
+    fields = fields[:24] + with_discards(fields, 5000000000, 37)
+    line = "wbk: 0 32768 writeboost " + " ".join(fields) + "\n"
+    table = (DATA / "wk.table").read_text()
+    path = tmp_path / "sample.txt"
+    path.write_text(line + table)
+    doc = document(wbstat("--json", "--from-file", path))
+    (d,) = doc["devices"]
+    check_device(d, fields, raw_lines(table)["wbk"])
+    assert (d["cache"]["discarded_blocks"], d["cache"]["discarded_dirty_blocks"]) == (5000000000, 37)
+    assert d["status"]["pairs"]["dead"] == 0 and d["dead"] is False
+    human = wbstat("--from-file", path)
+    assert human.returncode == OK, human.stderr
+    assert "  discarded  5000000000 cached block(s) dropped by discards, 37 of them dirty (never written " \
+        "back)\n" in human.stdout
+    samples = parse_exposition(wbstat("--prometheus", "--from-file", path).stdout)
+    labels = frozenset({("device", "wbk"), ("target", "dm-wbkit")})
+    assert samples[("writeboost_discarded_blocks_total", labels)] == 5000000000
+    assert samples[("writeboost_discarded_dirty_blocks_total", labels)] == 37
+    assert samples[("writeboost_dead", labels)] == 0
+
+    for tag in ("up", "dead"):
+        doc = document(wbstat("--json", "-", input=capture(tag)), CAPTURES[tag][1])
+        for d in doc["devices"]:
+            assert d["cache"]["discarded_blocks"] is None and d["cache"]["discarded_dirty_blocks"] is None
+        samples = parse_exposition(wbstat("--prometheus", "-", input=capture(tag)).stdout)
+        assert not [key for key in samples if key[0].startswith("writeboost_discarded_")], tag
 
 
 def test_garbage_is_an_error_that_names_the_line():

@@ -168,11 +168,14 @@ TEST(Contract, StatusPairsOfKindTunableAreTableOptions)
 }
 
 // The status line as the rows make it, numbered 1, 2, 3... in every place,
-// with or without the pairs upstream does not print: the parser puts each
-// number in the member of its row and tells the modules apart.
+// with upstream's pairs, with those of a dm-wbkit from before discard
+// support (up to dead) and with every pair: the parser puts each number in
+// the member of its row, tells the modules apart, and has the discard
+// counters only where the line has them.
 TEST(Contract, AStatusLineMadeFromTheRowsParsesIntoTheirMembers)
 {
-	for (const bool with_wbkit_pairs : {false, true}) {
+	for (const std::size_t nr_pairs : {std::size_t(WB_STATUS_NR_UPSTREAM_PAIRS), std::size_t(WB_STATUS_PAIR_DEAD + 1),
+					   std::size(status_pair_rows)}) {
 		std::string line;
 		std::uint64_t next = 1;
 		for (const StatusFieldRow& row : status_field_rows)
@@ -180,12 +183,14 @@ TEST(Contract, AStatusLineMadeFromTheRowsParsesIntoTheirMembers)
 				line += fmt::format("{}{}", line.empty() ? "" : " ", next++);
 		std::string pairs;
 		unsigned tokens = 0;
-		for (const StatusPairRow& pair : status_pair_rows)
-			if (pair.upstream || with_wbkit_pairs) {
-				pairs += fmt::format(" {} {}", pair.key, pair.key == "dead" ? 0 : next++);
-				tokens += 2;
-			}
+		for (std::size_t p = 0; p < nr_pairs; ++p) {
+			const StatusPairRow& pair = status_pair_rows[p];
+			pairs += fmt::format(" {} {}", pair.key, pair.key == "dead" ? 0 : next++);
+			tokens += 2;
+		}
 		const WbStatus s = parse_wb_status(fmt::format("{} {}{}", line, tokens, pairs));
+		const bool wbkit = nr_pairs > WB_STATUS_NR_UPSTREAM_PAIRS;
+		const bool discards = nr_pairs == std::size(status_pair_rows);
 		EXPECT_EQ(s.cursor_pos, 1U);
 		EXPECT_EQ(s.nr_dirty_cache_blocks, 7U);
 		EXPECT_EQ(s.stat[0], 8U);
@@ -193,9 +198,16 @@ TEST(Contract, AStatusLineMadeFromTheRowsParsesIntoTheirMembers)
 		EXPECT_EQ(s.nr_partial_flushed, 24U);
 		EXPECT_EQ(s.pairs.size(), tokens / 2);
 		EXPECT_EQ(s.pair("writeback_threshold"), 25U);
-		EXPECT_EQ(s.module(), with_wbkit_pairs ? TargetModule::dm_wbkit : TargetModule::dm_writeboost);
-		EXPECT_EQ(tokens, with_wbkit_pairs ? 2 * std::size(status_pair_rows) : 10U);
+		EXPECT_EQ(s.module(), wbkit ? TargetModule::dm_wbkit : TargetModule::dm_writeboost);
+		EXPECT_EQ(s.dead(), wbkit ? std::optional<bool>(false) : std::nullopt);
+		// Upstream's five values are 25..29; dead's is 0.
+		EXPECT_EQ(s.discarded_blocks(), discards ? std::optional<std::uint64_t>(30) : std::nullopt);
+		EXPECT_EQ(s.discarded_dirty_blocks(), discards ? std::optional<std::uint64_t>(31) : std::nullopt);
 	}
+	EXPECT_EQ(std::size(status_pair_rows), 8U);
+	EXPECT_EQ(status_pair_rows[WB_STATUS_PAIR_DEAD].key, "dead");
+	EXPECT_EQ(status_pair_rows[WB_STATUS_PAIR_NR_DISCARDED_BLOCKS].key, "nr_discarded_blocks");
+	EXPECT_EQ(status_pair_rows[WB_STATUS_PAIR_NR_DISCARDED_DIRTY].key, "nr_discarded_dirty");
 }
 
 // kmod/README.md writes the status grammar out: its fields and pairs in the

@@ -1,7 +1,9 @@
 // The status and table lines of both modules (wb_status.hpp) and wbstat's
 // reports, on lines the kernel printed: the upstream, dm-wbkit and dead
 // lines are scenario 80-status-layout's, the `dmsetup` outputs
-// fixtures/status/ holds were captured by scenario 89-wbstat.
+// fixtures/status/ holds were captured by scenario 89-wbstat. Those predate
+// the discard counters: they are an older dm-wbkit's lines, which must still
+// read; discard_line has the pairs the module prints now.
 #include <fstream>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -33,6 +35,13 @@ const std::string busy_line =
 	"1311 1778 14 109 108 104 362 916 1922 0 0 3954 3035 630 151 1880 5025 0 0 2773 80 847 3 75 12 "
 	"writeback_threshold 50 nr_cur_batched_writeback 4 sync_data_interval 0 update_sb_record_interval 0 "
 	"read_cache_threshold 0 dead 0";
+// wbkit_line's target after a blkdiscard that dropped 300 cached blocks,
+// 262 of them dirty (none left dirty), in the layout the module prints now
+// (format/wbkit_contract.h's rows: 16 tokens, the discard counters last).
+const std::string discard_line =
+	"1270 1778 14 11 10 0 0 0 0 0 0 0 0 0 0 73 189 0 0 11 25 0 102 10 16 writeback_threshold 0 "
+	"nr_cur_batched_writeback 0 sync_data_interval 0 update_sb_record_interval 0 read_cache_threshold 0 dead 0 "
+	"nr_discarded_blocks 300 nr_discarded_dirty 262";
 
 std::string data_file(const std::string& name)
 {
@@ -75,6 +84,8 @@ TEST(WbStatus, UpstreamLineFieldByField)
 	EXPECT_EQ(s.pair("dead"), std::nullopt);
 	EXPECT_EQ(s.module(), TargetModule::dm_writeboost);
 	EXPECT_EQ(s.dead(), std::nullopt);
+	EXPECT_EQ(s.discarded_blocks(), std::nullopt);
+	EXPECT_EQ(s.discarded_dirty_blocks(), std::nullopt);
 }
 
 TEST(WbStatus, WbkitLinesAliveAndDead)
@@ -90,6 +101,32 @@ TEST(WbStatus, WbkitLinesAliveAndDead)
 	EXPECT_EQ(dead.stat[1], 1u);
 	EXPECT_EQ(target_module_name(dead.module()), "dm-wbkit");
 	EXPECT_EQ(target_module_name(TargetModule::dm_writeboost), "dm-writeboost");
+	// Lines of a dm-wbkit from before discard support: no counters.
+	EXPECT_EQ(alive.discarded_blocks(), std::nullopt);
+	EXPECT_EQ(dead.discarded_dirty_blocks(), std::nullopt);
+}
+
+TEST(WbStatus, DiscardCountersAfterDead)
+{
+	const WbStatus s = parse_wb_status(discard_line);
+	EXPECT_EQ(s.module(), TargetModule::dm_wbkit);
+	EXPECT_EQ(s.dead(), false);
+	ASSERT_EQ(s.pairs.size(), 8u);
+	EXPECT_EQ(s.pairs[5].first, "dead");
+	EXPECT_EQ(s.pairs[6], (std::pair<std::string, std::uint64_t>{"nr_discarded_blocks", 300}));
+	EXPECT_EQ(s.pairs[7], (std::pair<std::string, std::uint64_t>{"nr_discarded_dirty", 262}));
+	EXPECT_EQ(s.discarded_blocks(), 300u);
+	EXPECT_EQ(s.discarded_dirty_blocks(), 262u);
+	EXPECT_EQ(s.nr_dirty_cache_blocks, 0u);
+	// The kernel prints them as u64: past 2^32 they read.
+	std::string big = discard_line;
+	big.replace(big.find("blocks 300"), 10, "blocks 4294967296");
+	EXPECT_EQ(parse_wb_status(big).discarded_blocks(), 4294967296u);
+	// A count that leaves them out is an error, as for any pair.
+	std::string short_count = discard_line;
+	short_count.replace(short_count.find(" 16 writeback"), 4, " 12 ");
+	EXPECT_NE(error_of([&] { parse_wb_status(short_count); }).find("says 12 key/value tokens, but 16"),
+		  std::string::npos);
 }
 
 TEST(WbStatus, FiguresOfABusyTarget)
@@ -301,6 +338,7 @@ TEST(DmsetupOutput, CapturedFromBothModules)
 			EXPECT_GT(d.status.nr_segments, 0u);
 			EXPECT_EQ(d.status.module(),
 				  std::string(tag) == "up" ? TargetModule::dm_writeboost : TargetModule::dm_wbkit);
+			EXPECT_EQ(d.status.discarded_blocks(), std::nullopt) << d.name; // captured before them
 		}
 	}
 	const auto dead = read_dmsetup_output(data_file("dead.status"), "dead");
@@ -421,6 +459,52 @@ TEST(StatusReport, JsonHumanAndPrometheus)
 	EXPECT_NE(text.find("writeboost_tunable{device=\"wd\",target=\"dm-wbkit\",key=\"nr_read_cache_cells\"} 64\n"),
 		  std::string::npos);
 	EXPECT_NE(text.find("# TYPE writeboost_bios_total counter\n"), std::string::npos);
+}
+
+// The discard counters: figures under cache, a line for people and two
+// counters, for dm-wbkit lines that have them; null, said so, and no
+// sample for upstream's and an older dm-wbkit's.
+TEST(StatusReport, DiscardCountersWhereTheLineHasThem)
+{
+	StatusReport report;
+	report.devices = read_dmsetup_output("up: 0 32768 writeboost " + upstream_line + "\nold: 0 32768 writeboost " +
+						     wbkit_line + "\nnew: 0 32768 writeboost " + discard_line + "\n",
+					     "in");
+	report.source = "in";
+	const auto doc = nlohmann::json::parse(status_json(report));
+	ASSERT_EQ(doc["devices"].size(), 3u);
+	for (std::size_t i : {0, 1}) {
+		EXPECT_TRUE(doc["devices"][i]["cache"]["discarded_blocks"].is_null()) << i;
+		EXPECT_TRUE(doc["devices"][i]["cache"]["discarded_dirty_blocks"].is_null()) << i;
+	}
+	const auto& fresh = doc["devices"][2];
+	EXPECT_EQ(fresh["cache"]["discarded_blocks"], 300);
+	EXPECT_EQ(fresh["cache"]["discarded_dirty_blocks"], 262);
+	EXPECT_EQ(fresh["status"]["pairs"]["nr_discarded_blocks"], 300);
+	EXPECT_EQ(fresh["status"]["pairs"]["nr_discarded_dirty"], 262);
+	EXPECT_EQ(fresh["dead"], false);
+
+	std::ostringstream human;
+	print_status(human, report);
+	EXPECT_NE(human.str().find("  discarded  not reported (dm-writeboost takes no discards)\n"), std::string::npos);
+	EXPECT_NE(human.str().find("  discarded  not reported (a dm-wbkit from before discard support)\n"),
+		  std::string::npos);
+	EXPECT_NE(human.str().find("  discarded  300 cached block(s) dropped by discards, 262 of them dirty (never "
+				   "written back)\n"),
+		  std::string::npos);
+
+	std::ostringstream prom;
+	write_status_prometheus(prom, report);
+	const std::string text = prom.str();
+	EXPECT_NE(text.find("# TYPE writeboost_discarded_blocks_total counter\n"), std::string::npos);
+	EXPECT_NE(text.find("# TYPE writeboost_discarded_dirty_blocks_total counter\n"), std::string::npos);
+	EXPECT_NE(text.find("writeboost_discarded_blocks_total{device=\"new\",target=\"dm-wbkit\"} 300\n"),
+		  std::string::npos);
+	EXPECT_NE(text.find("writeboost_discarded_dirty_blocks_total{device=\"new\",target=\"dm-wbkit\"} 262\n"),
+		  std::string::npos);
+	EXPECT_EQ(text.find("writeboost_discarded_blocks_total{device=\"up\""), std::string::npos);
+	EXPECT_EQ(text.find("writeboost_discarded_blocks_total{device=\"old\""), std::string::npos);
+	EXPECT_EQ(text.find("writeboost_discarded_dirty_blocks_total{device=\"old\""), std::string::npos);
 }
 
 TEST(StatusReport, PrometheusLabelsAreEscapedAndUnique)

@@ -12,10 +12,12 @@
 //
 // dm-writeboost counts 10 tokens (writeback_threshold,
 // nr_cur_batched_writeback, sync_data_interval, update_sb_record_interval,
-// read_cache_threshold); dm-wbkit counts 12 and adds `dead 0|1`. Every
-// value is a decimal integer. The table: `<backing> <cache> [<count> <key>
-// <value> ...]`, upstream printing the words of the table line as typed,
-// dm-wbkit the keys it was given with their current values.
+// read_cache_threshold); dm-wbkit counts 16 and adds `dead 0|1`,
+// `nr_discarded_blocks N` and `nr_discarded_dirty N` (a dm-wbkit from
+// before discard support counts 12: `dead` alone). Every value is a decimal
+// integer. The table: `<backing> <cache> [<count> <key> <value> ...]`,
+// upstream printing the words of the table line as typed, dm-wbkit the keys
+// it was given with their current values.
 #pragma once
 
 #include <array>
@@ -80,6 +82,12 @@ struct WbStatus {
 	// dm-wbkit only: whether the target is dead (fail-stop); nullopt for
 	// dm-writeboost, which has no such state.
 	std::optional<bool> dead() const;
+	// dm-wbkit only: cached blocks a discard dropped since the target was
+	// made, and the dirty ones among them (their data never reached the
+	// backing device); nullopt for dm-writeboost, which takes no discards,
+	// and for a dm-wbkit from before discard support.
+	std::optional<std::uint64_t> discarded_blocks() const;
+	std::optional<std::uint64_t> discarded_dirty_blocks() const;
 };
 
 // Parses the fields after `<start> <length> writeboost`. Throws

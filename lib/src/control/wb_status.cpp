@@ -82,6 +82,10 @@ std::optional<bool> WbStatus::dead() const
 	return *value != 0;
 }
 
+std::optional<std::uint64_t> WbStatus::discarded_blocks() const { return pair("nr_discarded_blocks"); }
+
+std::optional<std::uint64_t> WbStatus::discarded_dirty_blocks() const { return pair("nr_discarded_dirty"); }
+
 WbStatus parse_wb_status(std::string_view params)
 {
 	const auto tokens = words_of(params);

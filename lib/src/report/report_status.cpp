@@ -171,7 +171,9 @@ ojson device_json(const WbDevice& d, const std::optional<WbRates>* rates)
 		  {"bytes", f.cache_bytes},
 		  {"dirty_blocks", f.dirty_blocks},
 		  {"dirty_bytes", f.dirty_bytes},
-		  {"dirty_ratio", ratio_json(f.dirty_ratio)}}},
+		  {"dirty_ratio", ratio_json(f.dirty_ratio)},
+		  {"discarded_blocks", optional_json(s.discarded_blocks())},
+		  {"discarded_dirty_blocks", optional_json(s.discarded_dirty_blocks())}}},
 		{"segments",
 		 {{"total", f.segments},
 		  {"in_use", f.segments_in_use},
@@ -332,6 +334,15 @@ void print_status(std::ostream& out, const StatusReport& report)
 			   f.write_hits, percent(f.write_hit_ratio), f.write_hits_on_buffer, f.writes_fullsize);
 		fmt::print(out, "  partial    {} segment(s) written before they were full (flushes)\n",
 			   s.nr_partial_flushed);
+		if (auto blocks = s.discarded_blocks())
+			fmt::print(out,
+				   "  discarded  {} cached block(s) dropped by discards, {} of them dirty (never written "
+				   "back)\n",
+				   *blocks, s.discarded_dirty_blocks().value_or(0));
+		else
+			fmt::print(out, "  discarded  not reported ({})\n",
+				   s.module() == TargetModule::dm_wbkit ? "a dm-wbkit from before discard support"
+									: "dm-writeboost takes no discards");
 		std::string tunables;
 		for (std::string_view key : status_tunables)
 			if (auto v = s.pair(key); v && status_shows_tunable(key))
@@ -381,13 +392,21 @@ void write_status_prometheus(std::ostream& out, const StatusReport& report)
 	auto head = [&](const char* name, const char* type, const char* help) {
 		fmt::print(out, "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 	};
-	// One gauge per device, from a value that may be absent.
-	auto gauge = [&](const char* name, const char* help,
-			 const std::function<std::optional<std::uint64_t>(const WbDevice&)>& value) {
-		head(name, "gauge", help);
+	// One gauge or counter per device, from a value that may be absent.
+	auto metric = [&](const char* name, const char* type, const char* help,
+			  const std::function<std::optional<std::uint64_t>(const WbDevice&)>& value) {
+		head(name, type, help);
 		for (std::size_t i = 0; i < report.devices.size(); ++i)
 			if (auto v = value(report.devices[i]))
 				fmt::print(out, "{}{{{}}} {}\n", name, base(i), *v);
+	};
+	auto gauge = [&](const char* name, const char* help,
+			 const std::function<std::optional<std::uint64_t>(const WbDevice&)>& value) {
+		metric(name, "gauge", help, value);
+	};
+	auto counter = [&](const char* name, const char* help,
+			   const std::function<std::optional<std::uint64_t>(const WbDevice&)>& value) {
+		metric(name, "counter", help, value);
 	};
 
 	head("writeboost_devices", "gauge", "Writeboost targets found (dm-writeboost and dm-wbkit).");
@@ -445,6 +464,12 @@ void write_status_prometheus(std::ostream& out, const StatusReport& report)
 	for (std::size_t i = 0; i < report.devices.size(); ++i)
 		fmt::print(out, "writeboost_partial_flushed_segments_total{{{}}} {}\n", base(i),
 			   report.devices[i].status.nr_partial_flushed);
+	counter("writeboost_discarded_blocks_total",
+		"Cached blocks a discard dropped since the target was made (nr_discarded_blocks; dm-wbkit only).",
+		[](const WbDevice& d) { return d.status.discarded_blocks(); });
+	counter("writeboost_discarded_dirty_blocks_total",
+		"Dirty cached blocks a discard dropped, never written back (nr_discarded_dirty; dm-wbkit only).",
+		[](const WbDevice& d) { return d.status.discarded_dirty_blocks(); });
 
 	head("writeboost_errors_total", "counter",
 	     "I/O errors since the target was made, by counter (dm-wbkit's message error_counts; clear_stat leaves "

@@ -61,7 +61,7 @@ set -- \$st
 shift 7
 # nr_cur_batched_writeback is the size of the last batch: 1..32 after the
 # background writeback above.
-wb_report cleared "\$(echo "\$*" | sed -E 's/nr_cur_batched_writeback ([1-9]|[12][0-9]|3[0-2]) /nr_cur_batched_writeback N /' | grep -qx "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 12 writeback_threshold 0 nr_cur_batched_writeback N sync_data_interval 1 update_sb_record_interval 1 read_cache_threshold 0 dead 0" && echo yes || echo no)"
+wb_report cleared "\$(echo "\$*" | sed -E 's/nr_cur_batched_writeback ([1-9]|[12][0-9]|3[0-2]) /nr_cur_batched_writeback N /' | grep -qx "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 16 writeback_threshold 0 nr_cur_batched_writeback N sync_data_interval 1 update_sb_record_interval 1 read_cache_threshold 0 dead 0 nr_discarded_blocks 0 nr_discarded_dirty 0" && echo yes || echo no)"
 # More writes, no flush, then the power goes: sync_data_interval saves them.
 \$WBSTAMP write /dev/mapper/wb $W --first 401 --ops 500 --flush-every 0 >/dev/null 2>&1 || wb_fail "writes failed"
 sleep 3

@@ -42,7 +42,7 @@ check() {
 	wb_report "status_$1" "$st"
 	wb_report "cause_$1" "$cause"
 	case "$st/$cause" in
-	*" dead 1/$2"*) wb_report "dead_$1" yes ;;
+	*" dead 1 "*"/$2"*) wb_report "dead_$1" yes ;;
 	*) wb_report "dead_$1" no ;;
 	esac
 	before=$(sums)
@@ -84,7 +84,7 @@ check backing_flakey "backing write "
 setup backing_error
 wb_swap_table backd "0 $LB error"
 $DD if=$dev of=/dev/null bs=4k count=1 skip=3000 iflag=direct 2>/dev/null && wb_report "miss_fails_backing_error" no
-case "$(wb_dm_status wb)" in *" dead 0") wb_report live_after_miss yes ;; *) wb_report live_after_miss no ;; esac
+case "$(wb_dm_status wb)" in *" dead 0 "*) wb_report live_after_miss yes ;; *) wb_report live_after_miss no ;; esac
 $DMSETUP message wb 0 drop_caches 2>/dev/null && wb_report "drop_fails_early_backing_error" no
 check backing_error "backing write "
 dmesg | grep -q "blocked for more than" && wb_report hung_task yes || wb_report hung_task no

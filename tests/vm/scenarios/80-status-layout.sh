@@ -8,7 +8,8 @@
 # key/value pairs, upstream's five tunables first and in its order. Run on
 # the upstream module first (the reference), then on dm-wbkit, in one boot;
 # a dead dm-wbkit must still parse: every value of the line is an integer
-# (dead 0 or 1), and the cause is the reply to the message dead_cause.
+# (dead 0 or 1; dm-wbkit's pairs, dead and the discard counters, come
+# after upstream's), and the cause is the reply to the message dead_cause.
 # Also records the documented numbering difference: 100 writes to one block
 # after a format leave upstream's current_id at 2 (it logs an empty segment
 # 1 first), dm-wbkit's at 1 (kmod/README.md says why).
@@ -79,15 +80,15 @@ done
 *) echo "upstream's status does not parse as documented: the parser is wrong"; fail=1 ;;
 esac
 case "$(vm_result parse_wbkit)" in
-"ok 12 writeback_threshold,nr_cur_batched_writeback,sync_data_interval,update_sb_record_interval,read_cache_threshold,dead") ;;
+"ok 16 writeback_threshold,nr_cur_batched_writeback,sync_data_interval,update_sb_record_interval,read_cache_threshold,dead,nr_discarded_blocks,nr_discarded_dirty") ;;
 *) echo "dm-wbkit's status does not parse like upstream's"; fail=1 ;;
 esac
-case "$(vm_result parse_dead)" in "ok 12 "*",dead") ;; *) echo "a dead dm-wbkit's status does not parse"; fail=1 ;; esac
+case "$(vm_result parse_dead)" in "ok 16 "*",dead,nr_discarded_blocks,nr_discarded_dirty") ;; *) echo "a dead dm-wbkit's status does not parse"; fail=1 ;; esac
 up_id=$(vm_result current_id_upstream)
 echo "current_id after 100 writes to one block: upstream ${up_id:-not run}, dm-wbkit $(vm_result current_id_wbkit)"
 [ "$with_upstream" = 0 ] || wbkit_expect current_id_upstream 2 || fail=1
 wbkit_expect current_id_wbkit 1 || fail=1
-case "$(vm_result status_wbkit)" in *" dead 0") ;; *) echo "alive, but the dead pair is not 0"; fail=1 ;; esac
-case "$(vm_result status_dead)" in *" dead 1") ;; *) echo "dead, but the dead pair is not 1"; fail=1 ;; esac
+case "$(vm_result status_wbkit)" in *" dead 0 "*) ;; *) echo "alive, but the dead pair is not 0"; fail=1 ;; esac
+case "$(vm_result status_dead)" in *" dead 1 "*) ;; *) echo "dead, but the dead pair is not 1"; fail=1 ;; esac
 case "$(vm_result cause_dead)" in "backing write "*" -5") ;; *) echo "dead_cause: '$(vm_result cause_dead)', want backing write <sector> -5"; fail=1 ;; esac
 exit $fail

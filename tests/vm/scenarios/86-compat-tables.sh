@@ -95,6 +95,7 @@ for m in $(modules_ran upstream wbkit); do
 	expect_all "$n" "lines_$m"
 done
 up_keys="writeback_threshold,nr_cur_batched_writeback,sync_data_interval,update_sb_record_interval,read_cache_threshold"
+wb_keys="$up_keys,dead,nr_discarded_blocks,nr_discarded_dirty"
 i=0
 while read -r mark args; do
 	i=$((i + 1))
@@ -103,7 +104,7 @@ while read -r mark args; do
 		# Without the reference: it loads, and the status has upstream's
 		# documented layout; the table and the values are shown only.
 		[ "$(vm_result "t${i}_loads_wbkit")" = yes ] || { echo "  dm-wbkit refuses it"; fail=1; }
-		[ "$(vm_result "t${i}_layout_wbkit")" = "ok 12 $up_keys,dead" ] ||
+		[ "$(vm_result "t${i}_layout_wbkit")" = "ok 16 $wb_keys" ] ||
 			{ echo "  dm-wbkit's status layout: $(vm_result "t${i}_layout_wbkit")"; fail=1; }
 		echo "  table '$(vm_result "t${i}_table_wbkit")', values '$(vm_result "t${i}_values_wbkit")'"
 		continue
@@ -116,7 +117,7 @@ while read -r mark args; do
 		table) [ "$mark" = "~" ] && { echo "  table: upstream '$up', dm-wbkit '$wb'"; continue; } ;;
 		layout)
 			[ "$up" = "ok 10 $up_keys" ] || { echo "  upstream's status layout: $up"; fail=1; }
-			up="ok 12 $up_keys,dead"
+			up="ok 16 $wb_keys"
 			;;
 		esac
 		[ "$up" = "$wb" ] || { echo "  $k: upstream '$up', dm-wbkit '$wb'"; fail=1; }

@@ -178,7 +178,7 @@ row() {
 			echo "\$tag row \$n phase \$phase: faulty region reads: \$(cat /tmp/reads.ok) ok, \$eio EIO"
 			if [ \$tag = wb ]; then
 				counted=\$(\$DMSETUP message st 0 error_counts | tr ' ' '\\n' | sed -n '/^failed_requests\$/{n;p}')
-				case "\$(wb_dm_status st)" in *" dead 0") ;; *) [ \$result = ok ] && result="dead-phase\$phase" ;; esac
+				case "\$(wb_dm_status st)" in *" dead 0 "*) ;; *) [ \$result = ok ] && result="dead-phase\$phase" ;; esac
 				[ "\$counted" = "\$eio" ] || { [ \$result = ok ] && result="eio-\$eio-counted-\$counted-phase\$phase"; }
 				[ "\$eio" -gt 0 ] || { [ \$result = ok ] && result="no-eio-phase\$phase"; }
 			fi

@@ -138,7 +138,7 @@ live() {
 # probe finds for upstream (its status has no dead state).
 state() {
 	if [ "$W" = wbkit ]; then
-		case "$(wb_dm_status wb)" in *" dead 1") echo dead ;; *" dead 0") echo live ;; *) echo unknown ;; esac
+		case "$(wb_dm_status wb)" in *" dead 1 "*) echo dead ;; *" dead 0 "*) echo live ;; *) echo unknown ;; esac
 	elif [ "$(live)" = yes ]; then echo live; else echo dead; fi
 }
 counts() { [ "$W" = wbkit ] && r counts "$($DMSETUP message wb 0 error_counts | tr ' ' ,)"; true; }

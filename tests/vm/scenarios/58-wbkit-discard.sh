@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# shows: upstream refuses discard; dm-wbkit takes `blkdiscard`: the discarded
+#   dirty blocks never reach the backing device, the range reads the same
+#   before and after a reload, `drop_caches` and a reload, partial blocks keep
+#   their data, blocks in the open RAM buffer are discarded too; a discard
+#   the backing device fails fails alone (fault table row `passdown_error`);
+#   ext4 with `fstrim` and with `-o discard`: a deleted file's data never
+#   reaches the backing disk
+#
+# Discard through the cache (kmod/README.md, "Discard"). Upstream's module
+# first: it advertises no discard (discard_max_bytes 0) and blkdiscard fails
+# on it, as its source says it means to. Then dm-wbkit, twice in one boot:
+# once over a backing disk that supports discard (the discard goes on to
+# it) and once over one that does not (the guest turns it off on a virtio
+# disk). Each time:
+# - 8 MiB of dirty data (every byte 0xAB, a pattern the backing disk does
+#   not hold) at 4 MiB, 4 MiB to keep (every byte 0xCD) at 12 MiB; then 4
+#   blocks of 0xAB at 20 MiB that stay in the open RAM segment; before them,
+#   a MiB of the range written again (0xEF), so that older dirty copies
+#   of it, superseded, wait for writeback too;
+# - blkdiscard of 4 MiB + 512 .. 12 MiB - 512 and of the 4 open blocks: the
+#   dirty count falls by the whole blocks (2046 + 4), the two partial blocks
+#   at the ends keep their 0xAB;
+# - the discarded range reads the backing device's content for it, the same
+#   before and after drop_caches and remove + create; without the passdown
+#   remove + create comes first, with nothing written back (the log replayed
+#   with its tombstones: the dirty count is the blocks kept), with it
+#   drop_caches comes first (writeback meets the superseded copies as the
+#   target left them at run time);
+# - drop_caches writes back the 4 MiB kept and the 2 partial blocks only:
+#   not one byte 0xAB reaches the discarded range of the backing disk, and
+#   the backing disk's written sectors say the same.
+# Then a passdown the backing device fails (dm-flakey), and ext4 on the
+# target: an 8 MiB file written, synced and deleted, then `fstrim`, or
+# mounted with `-o discard`: after drop_caches none of its bytes is on the
+# backing disk, and the file kept is.
+source "$(dirname "$0")/wbkit-lib.inc"
+wbkit_prepare
+VM_TIMEOUT=600
+
+# vda: backing with discard (QEMU passes it to the sparse image); vdb: cache;
+# vdc: backing without discard.
+make_devices backing 32M cache 32M plain 32M
+export VM_DRIVE_OPTS_vda="discard=unmap"
+
+run_guest <<'GUEST'
+AB=$(printf '\253') CD=$(printf '\315') EF=$(printf '\357') FA=$(printf '\132')
+# fill <dev> <MiB offset> <MiB> <byte>
+fill() {
+	head -c $(($3 * 1048576)) /dev/zero | tr '\0' "$4" |
+		$DD of="$1" bs=1M seek="$2" oflag=direct 2>/dev/null || wb_fail "fill of $1 at $2M failed"
+}
+# count_byte <dev> <skip sectors> <sectors> <byte>: how many bytes equal <byte>.
+# Read in 1 MiB requests: a 512-byte direct read each is minutes under TCG.
+read_sectors() {
+	$DD if="$1" bs=1M skip=$(($2 * 512)) count=$(($3 * 512)) iflag=direct,skip_bytes,count_bytes 2>/dev/null
+}
+count_byte() {
+	read_sectors "$1" "$2" "$3" | tr -dc "$4" | wc -c
+}
+digest() {
+	read_sectors "$1" "$2" "$3" | wb_digest
+}
+sectors_written() {
+	awk '{ print $7 }' "/sys/block/$1/stat"
+}
+dm_queue() {
+	cat "/sys/block/dm-$($DMSETUP info -c --noheadings -o minor "$1" | tr -d ' ')/queue/$2"
+}
+
+if wb_has_upstream; then
+	wb_load_target upstream
+	wb_zero_cache /dev/vdb
+	wb_start
+	wb_report upstream_discard_max "$(dm_queue wb discard_max_bytes)"
+	if busybox blkdiscard -o 4194304 -l 8388608 /dev/mapper/wb 2>/tmp/bd.err; then
+		wb_report upstream_blkdiscard accepted
+	else
+		wb_report upstream_blkdiscard refused
+	fi
+	$DMSETUP remove wb || wb_fail "remove on upstream failed"
+	wb_unload_target upstream
+fi
+
+wb_load_target wbkit
+# case <tag> <backing device> <backing disk for its stat> <reload before drop_caches: yes|no>
+case_discard() {
+	tag=$1 backing=$2 disk=$3 reload_first=$4
+	wb_zero_cache /dev/vdb
+	# What the backing device holds before: 0x5A, not zeros (a tombstone's data).
+	fill "$backing" 4 20 "$FA"
+	WB_TABLE="0 $(wb_sectors "$backing") writeboost $backing /dev/vdb"
+	wb_dm_create wb "$WB_TABLE"
+	wb_report "${tag}_discard_max" "$(dm_queue wb discard_max_bytes)"
+	wb_report "${tag}_backing_discard_max" "$(cat /sys/block/$disk/queue/discard_max_bytes)"
+	fill /dev/mapper/wb 4 8 "$AB"
+	fill /dev/mapper/wb 12 4 "$CD"
+	sync_dev=/dev/mapper/wb
+	$DD if=/dev/null of=$sync_dev conv=fsync,notrunc 2>/dev/null || wb_fail "flush failed"
+	# Newer copies of a MiB of the range (0xEF) in later segments: the
+	# 0xAB copies there are superseded, dirty and still to be written back
+	# when the discard comes.
+	fill /dev/mapper/wb 5 1 "$EF"
+	$DD if=/dev/null of=$sync_dev conv=fsync,notrunc 2>/dev/null || wb_fail "flush failed"
+	# Four blocks in the open RAM segment, no flush after them.
+	head -c 16384 /dev/zero | tr '\0' "$AB" |
+		$DD of=/dev/mapper/wb bs=4k seek=5120 oflag=direct 2>/dev/null || wb_fail "open blocks failed"
+	dirty_before=$(wb_status_field 7)
+	busybox blkdiscard -o $((4194304 + 512)) -l $((8388608 - 1024)) /dev/mapper/wb ||
+		wb_fail "$tag: blkdiscard of the dirty range failed"
+	busybox blkdiscard -o $((5120 * 4096)) -l 16384 /dev/mapper/wb ||
+		wb_fail "$tag: blkdiscard of the open blocks failed"
+	dirty_after=$(wb_status_field 7)
+	wb_report "${tag}_dirty_dropped" $((dirty_before - dirty_after))
+	# The whole blocks of the range: 8 MiB less the 2 partial blocks.
+	range="8200 16368"
+	d1=$(digest /dev/mapper/wb $range)
+	d2=$(digest /dev/mapper/wb $range)
+	[ "$d1" = "$d2" ] || wb_fail "$tag: the discarded range reads differently twice"
+	[ "$d1" = "$(digest "$backing" $range)" ] || wb_fail "$tag: the discarded range does not read the backing device's content"
+	o1=$(digest /dev/mapper/wb 40960 32)
+	[ "$o1" = "$(digest "$backing" 40960 32)" ] || wb_fail "$tag: the discarded open blocks do not read the backing device's content"
+	wb_report "${tag}_partial_kept" "$(count_byte /dev/mapper/wb 8192 8 "$AB"),$(count_byte /dev/mapper/wb 24568 8 "$AB")"
+	$DD if=/dev/null of=$sync_dev conv=fsync,notrunc 2>/dev/null || wb_fail "flush failed"
+	replayed() {
+		wb_report "${tag}_dirty_replayed" "$(wb_status_field 7)"
+		wb_report "${tag}_range_5a_replayed" "$(count_byte /dev/mapper/wb $range "$FA")"
+		[ "$(digest /dev/mapper/wb $range)" = "$d1" ] || wb_fail "$tag: the discarded range changed with a reload"
+		[ "$(digest /dev/mapper/wb 40960 32)" = "$o1" ] || wb_fail "$tag: the discarded open blocks changed with a reload"
+	}
+	if [ "$reload_first" = yes ]; then
+		# The log replayed with the tombstones in it, nothing written back yet.
+		$DMSETUP remove wb || wb_fail "remove failed"
+		wb_dm_create wb "$WB_TABLE"
+		replayed
+	fi
+	# Without a reload first, writeback meets the superseded 0xAB copies as
+	# the target left them at run time (a replay would make them obsolete).
+	before=$(sectors_written "$disk")
+	$DMSETUP message wb 0 drop_caches || wb_fail "drop_caches failed"
+	wb_report "${tag}_backing_sectors_written" $(($(sectors_written "$disk") - before))
+	wb_report "${tag}_backing_sectors_discarded" "$(awk '{ print $14 }' "/sys/block/$disk/stat")"
+	wb_report "${tag}_dirty_left" "$(wb_status_field 7)"
+	[ "$(digest /dev/mapper/wb $range)" = "$d1" ] || wb_fail "$tag: the discarded range changed with drop_caches"
+	wb_report "${tag}_backing_ab" "$(count_byte "$backing" $range "$AB"),$(count_byte "$backing" 40960 32 "$AB"),$(count_byte "$backing" $range "$EF")"
+	wb_report "${tag}_kept_cd" "$(count_byte "$backing" 24576 8192 "$CD")"
+	$DMSETUP remove wb || wb_fail "remove failed"
+	wb_dm_create wb "$WB_TABLE"
+	[ "$(digest /dev/mapper/wb $range)" = "$d1" ] || wb_fail "$tag: the discarded range changed with a reload after drop_caches"
+	[ "$reload_first" = yes ] || replayed
+	$DMSETUP remove wb || wb_fail "remove failed"
+	wb_report "${tag}_done" ok
+}
+case_discard passdown /dev/vda vda no
+# A backing device without discard: QEMU's virtio disks all offer it, so
+# the guest turns it off on vdc.
+echo 0 >/sys/block/vdc/queue/discard_max_bytes || wb_fail "cannot turn discard off on vdc"
+case_discard nopassdown /dev/vdc vdc yes
+
+# The fault table's row: a discard the backing device fails. The backing
+# device is a linear over vda, swapped under the live target for dm-flakey
+# failing every write (a discard is one; it offers discard as vda does)
+# once 4 dirty blocks at 24 MiB are cached; they are discarded.
+wb_zero_cache /dev/vdb
+LA=$(wb_sectors /dev/vda)
+$DMSETUP create faulty --table "0 $LA linear /dev/vda 0" || wb_fail "faulty backing failed"
+$DMSETUP mknodes faulty
+wb_dm_create wb "0 $LA writeboost /dev/mapper/faulty /dev/vdb"
+head -c 16384 /dev/zero | tr '\0' "$AB" |
+	$DD of=/dev/mapper/wb bs=4k seek=6144 oflag=direct 2>/dev/null || wb_fail "dirty blocks over the error failed"
+$DMSETUP suspend faulty && $DMSETUP load faulty --table "0 $LA flakey /dev/vda 0 0 60 1 error_writes" &&
+	$DMSETUP resume faulty || wb_fail "the swap to dm-flakey failed"
+if busybox blkdiscard -o $((6144 * 4096)) -l 16384 /dev/mapper/wb 2>/dev/null; then
+	wb_report passdown_error_discard succeeded
+else
+	wb_report passdown_error_discard failed
+fi
+wb_report passdown_error_dirty "$(wb_status_field 7)"
+wb_report passdown_error_counts "$($DMSETUP message wb 0 error_counts | tr ' ' ,)"
+wb_report passdown_error_dead "$(wb_dm_status wb | awk '{ for (i = 1; i < NF; i++) if ($i == "dead") print $(i + 1) }')"
+# The target goes on: a write and its read elsewhere.
+head -c 4096 /dev/zero | tr '\0' "$CD" | $DD of=/dev/mapper/wb bs=4k seek=100 oflag=direct 2>/dev/null ||
+	wb_fail "a write after the failed discard failed"
+wb_report passdown_error_after "$(count_byte /dev/mapper/wb 800 8 "$CD")"
+$DMSETUP suspend faulty && $DMSETUP load faulty --table "0 $LA linear /dev/vda 0" &&
+	$DMSETUP resume faulty || wb_fail "the swap back to linear failed"
+$DMSETUP remove wb || wb_fail "remove failed"
+$DMSETUP remove faulty || wb_fail "remove of faulty failed"
+
+# ext4 on the target: an 8 MiB file of 0xAB written and synced, deleted,
+# then fstrim (or the discard mount option); drop_caches must put none of
+# it on the backing disk.
+modprobe ext4 || wb_fail "modprobe ext4 failed"
+mkdir -p /mnt
+ext4_case() {
+	tag=$1 opts=$2
+	wb_zero_cache /dev/vdb
+	$DD if=/dev/zero of=/dev/vda bs=1M count=32 oflag=direct 2>/dev/null || wb_fail "zeroing vda failed"
+	wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+	# 4 KiB blocks, as on any disk of a real size (mke2fs picks 1 KiB
+	# for 32 MiB): only whole 4 KiB blocks are discarded.
+	/sbin/mkfs.ext4 -q -F -b 4096 -E nodiscard /dev/mapper/wb || wb_fail "$tag: mkfs.ext4 failed"
+	mount -t ext4 -o "$opts" /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
+	head -c 8388608 /dev/zero | tr '\0' "$AB" >/mnt/deleted || wb_fail "$tag: writing the file failed"
+	head -c 1048576 /dev/zero | tr '\0' "$CD" >/mnt/kept || wb_fail "$tag: writing the file failed"
+	/usr/bin/sync -f /mnt || wb_fail "$tag: sync failed"
+	dirty_before=$(wb_status_field 7)
+	rm /mnt/deleted
+	/usr/bin/sync -f /mnt
+	case $opts in
+	*discard*) sleep 2 ;;
+	*) busybox fstrim /mnt || wb_fail "$tag: fstrim failed" ;;
+	esac
+	wb_report "${tag}_dirty_dropped" $((dirty_before - $(wb_status_field 7)))
+	umount /mnt || wb_fail "$tag: umount failed"
+	$DMSETUP message wb 0 drop_caches || wb_fail "$tag: drop_caches failed"
+	$DMSETUP remove wb || wb_fail "$tag: remove failed"
+	wb_report "${tag}_backing_ab" "$(count_byte /dev/vda 0 65536 "$AB")"
+	wb_report "${tag}_backing_cd" "$(count_byte /dev/vda 0 65536 "$CD")"
+}
+ext4_case ext4_fstrim defaults
+ext4_case ext4_discard discard
+GUEST
+guest_passed
+echo "upstream: discard_max_bytes $(vm_result upstream_discard_max), blkdiscard $(vm_result upstream_blkdiscard)"
+fail=0
+if [ -n "$(vm_result upstream_blkdiscard)" ]; then
+	wbkit_expect upstream_discard_max 0 || fail=1
+	wbkit_expect upstream_blkdiscard refused || fail=1
+fi
+for tag in passdown nopassdown; do
+	echo "$tag: discard_max_bytes $(vm_result ${tag}_discard_max) (backing $(vm_result ${tag}_backing_discard_max))," \
+		"dirty dropped $(vm_result ${tag}_dirty_dropped), partial blocks' 0xAB bytes $(vm_result ${tag}_partial_kept)," \
+		"backing sectors written by drop_caches $(vm_result ${tag}_backing_sectors_written)," \
+		"0xAB bytes in the backing's discarded range and open blocks, 0xEF bytes there $(vm_result ${tag}_backing_ab)," \
+		"sectors discarded on the backing disk $(vm_result ${tag}_backing_sectors_discarded)"
+	wbkit_expect "${tag}_done" ok || fail=1
+	wbkit_expect "${tag}_dirty_dropped" $((2046 + 4)) || fail=1
+	# A partial block is left out of the discard: all its 8 sectors stay.
+	wbkit_expect "${tag}_partial_kept" "4096,4096" || fail=1
+done
+# The 4 MiB kept and the two partial blocks, the discarded ones not.
+# Replayed after drop_caches too: the superblock record is not kept
+# (update_sb_record_interval 0), so the log's dirty blocks come back.
+wbkit_expect nopassdown_dirty_replayed $((1024 + 2)) || fail=1
+wbkit_expect passdown_dirty_replayed $((1024 + 2)) || fail=1
+for tag in passdown nopassdown; do
+	wbkit_expect "${tag}_dirty_left" 0 || fail=1
+	wbkit_expect "${tag}_backing_ab" "0,0,0" || fail=1
+	wbkit_expect "${tag}_kept_cd" 4194304 || fail=1
+	# The 4 MiB kept and the two partial blocks: 8192 + 16 sectors, no more.
+	[ "$(vm_result ${tag}_backing_sectors_written)" -le 8208 ] || { echo "$tag: drop_caches wrote more than the blocks kept"; fail=1; }
+done
+# The passdown: every whole block of both ranges, and nothing without it.
+[ "$(vm_result passdown_backing_sectors_discarded)" -ge $((16368 + 32)) ] || { echo "passdown: the backing disk saw too few discarded sectors"; fail=1; }
+wbkit_expect nopassdown_backing_sectors_discarded 0 || fail=1
+# Without the passdown the range reads the backing disk's 0x5A after the
+# replay, not a tombstone's zeros; with it, the disk's discarded zeros.
+wbkit_expect nopassdown_range_5a_replayed $((16368 * 512)) || fail=1
+wbkit_expect passdown_range_5a_replayed 0 || fail=1
+wbkit_expect passdown_discard_max 1073741824 || fail=1
+wbkit_expect nopassdown_discard_max 1073741824 || fail=1
+[ "$(vm_result nopassdown_backing_discard_max)" = 0 ] || { echo "the plain backing disk supports discard"; fail=1; }
+echo "passdown_error: blkdiscard $(vm_result passdown_error_discard), dirty $(vm_result passdown_error_dirty)," \
+	"error_counts $(vm_result passdown_error_counts), dead $(vm_result passdown_error_dead)"
+wbkit_expect passdown_error_discard failed || fail=1
+# The passdown comes first: the cache keeps its 4 dirty blocks.
+wbkit_expect passdown_error_dirty 4 || fail=1
+wbkit_expect passdown_error_dead 0 || fail=1
+wbkit_expect passdown_error_after 4096 || fail=1
+case ",$(vm_result passdown_error_counts)," in
+*,backing_write,1,*failed_requests,1,*) ;;
+*) echo "passdown_error: error_counts do not name the failed discard"; fail=1 ;;
+esac
+for tag in ext4_fstrim ext4_discard; do
+	echo "$tag: dirty blocks dropped $(vm_result ${tag}_dirty_dropped), 0xAB bytes on the backing disk $(vm_result ${tag}_backing_ab)," \
+		"0xCD bytes (the file kept) $(vm_result ${tag}_backing_cd)"
+	# The deleted file's 2048 blocks at least (ext4 may trim more free space).
+	[ "$(vm_result ${tag}_dirty_dropped)" -ge 2048 ] || { echo "$tag: the deleted file's blocks stayed dirty"; fail=1; }
+	# Less than a block of 0xAB (file system metadata holds a few such
+	# bytes by chance), and the whole 1 MiB kept.
+	[ "$(vm_result ${tag}_backing_ab)" -lt 4096 ] || { echo "$tag: a block of the deleted file reached the backing disk"; fail=1; }
+	[ "$(vm_result ${tag}_backing_cd)" -ge 1048576 ] || { echo "$tag: the file kept is not on the backing disk"; fail=1; }
+done
+[ "$fail" = 0 ]
