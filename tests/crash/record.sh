@@ -119,8 +119,13 @@ detach | replace-cache)
 *) echo "record.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 partial_pct=${CRASH_PARTIAL_PCT:-20}
+# Discards of 1..8 blocks among the ops (wbstamp --discard-pct): a durable
+# discard must read zeros (mode both: the passdown reaches the logged
+# backing part, which dm-log-writes replays as zeros), never older data.
+discard_pct=${CRASH_DISCARD_PCT:-0}
 unflushed_group=${unflushed_group:-$flush_every}
 workload="--seed $seed --size $region_bytes --partial-pct $partial_pct"
+[ "$discard_pct" = 0 ] || workload="$workload --discard-pct $discard_pct"
 table_args=${CRASH_TABLE_ARGS:-}
 # The record must be written between a drop_caches and the next writes.
 [ "$mode" != cache-writeback ] || table_args=${CRASH_TABLE_ARGS:-2 update_sb_record_interval 1}
@@ -313,6 +318,7 @@ fi
 	if [ -n "$ctl" ]; then echo "ops=$(vm_result ops)"; else echo "ops=$ops"; fi
 	echo "flush_every=$flush_every"
 	echo "partial_pct=$partial_pct"
+	[ "$discard_pct" = 0 ] || echo "discard_pct=$discard_pct"
 	echo "backing_bytes=$backing_bytes"
 	echo "region_bytes=$region_bytes"
 	if [ "$target" = bcache ]; then echo "bcache_bucket=${CRASH_BCACHE_BUCKET:-16k}"; fi

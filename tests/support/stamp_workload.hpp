@@ -4,6 +4,7 @@
 // an image built here with `wbstamp image` byte for byte.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -17,6 +18,7 @@ struct StampWorkload {
 	std::uint64_t region_offset = 0; // bytes, 4 KiB aligned
 	std::uint64_t region_size = 0;   // bytes, 4 KiB multiple
 	unsigned partial_pct = 0;
+	unsigned discard_pct = 0; // ops that discard 1..8 whole blocks (read back as zeros)
 
 	static constexpr unsigned sector = 512;
 	static constexpr unsigned block = 4096;
@@ -24,6 +26,7 @@ struct StampWorkload {
 	struct Op {
 		std::uint64_t sector = 0;
 		unsigned nr_sectors = 0;
+		bool discard = false;
 		bool covers(std::uint64_t s) const { return s >= sector && s < sector + nr_sectors; }
 	};
 
@@ -41,6 +44,12 @@ struct StampWorkload {
 		const std::uint64_t kind = splitmix64(state);
 		const std::uint64_t where = splitmix64(state);
 		const std::uint64_t first_sector = region_offset / sector;
+		if (discard_pct && kind % 100 >= 100 - discard_pct) {
+			const std::uint64_t blocks = region_size / block;
+			const std::uint64_t first = where % blocks;
+			const std::uint64_t n = std::min<std::uint64_t>(1 + (kind / 100) % 8, blocks - first);
+			return {first_sector + first * (block / sector), unsigned(n * (block / sector)), true};
+		}
 		if (kind % 100 < partial_pct)
 			return {first_sector + where % (region_size / sector), 1};
 		return {first_sector + where % (region_size / block) * (block / sector), block / sector};

@@ -205,6 +205,7 @@ Meta read_meta(const fs::path& file)
 	m.stamped = !kv.count("workload") || kv["workload"] == "stamp";
 	m.workload.seed = num_or("seed", 0);
 	m.workload.partial_pct = unsigned(num_or("partial_pct", 0));
+	m.workload.discard_pct = unsigned(num_or("discard_pct", 0));
 	m.workload.region_offset = 0;
 	m.workload.region_size = num_or("region_bytes", num("backing_bytes"));
 	m.region_bytes = m.workload.region_size;
@@ -790,9 +791,27 @@ private:
 		return {};
 	}
 
+	// Whether a discard after the level (or in flight when the prior state
+	// was cut) covers sector s: it may have zeroed it already.
+	bool discarded_in_flight(std::uint64_t s, std::uint64_t limit) const
+	{
+		if (!meta_.workload.discard_pct)
+			return false;
+		auto covers = [&](std::uint64_t from, std::uint64_t to) {
+			for (std::uint64_t q = from; q <= to; ++q) {
+				const auto op = meta_.workload.op_at(q);
+				if (op.discard && op.covers(s))
+					return true;
+			}
+			return false;
+		};
+		return covers(level_ + 1, limit) || covers(meta_.prior_level + 1, meta_.prior_limit);
+	}
+
 	// The flush contract of the stamped workload (wbstamp verify) for the
-	// current level: each sector holds the newest write <= level that covered
-	// it, or a later write that covered it and may have been issued by now.
+	// current level: each sector holds the newest write (or discard: zeros)
+	// <= level that covered it, or a later one that covered it and may have
+	// been issued by now.
 	std::string verify(Device& backing)
 	{
 		const std::uint64_t limit = std::min(meta_.ops, level_ + meta_.flush_every);
@@ -807,6 +826,7 @@ private:
 				const unsigned char* sec = buf.data() + i * StampWorkload::sector;
 				const std::uint64_t must = newest_[done];
 				const std::uint64_t seq = meta_.workload.stamp_seq(sec, done);
+				const bool discarded = must && meta_.workload.op_at(must).discard;
 				bool ok;
 				if (seq && seq == must)
 					ok = true;
@@ -814,15 +834,21 @@ private:
 					ok = meta_.workload.op_at(seq).covers(done);
 				else if (seq > must && seq > meta_.prior_level && seq <= meta_.prior_limit)
 					ok = meta_.workload.op_at(seq).covers(done); // in flight when the prior state was cut
+				else if (discarded)
+					ok = !seq && StampWorkload::all_zero(sec); // a durable discard: never an older write
 				else if (!must)
 					ok = meta_.prior_any || (!seq && StampWorkload::all_zero(sec));
 				else
 					ok = false;
+				if (!ok && !seq && StampWorkload::all_zero(sec) && discarded_in_flight(done, limit))
+					ok = true;
 				if (!ok) {
 					std::string found = seq                            ? fmt::format("write {}", seq)
 							    : StampWorkload::all_zero(sec) ? "zeros"
 											   : "other data";
-					std::string wanted = must ? fmt::format("write {}", must) : "zeros";
+					std::string wanted = discarded ? fmt::format("zeros (discard {})", must)
+							     : must    ? fmt::format("write {}", must)
+									 : "zeros";
 					return fmt::format("first lost sector {}: expected {} (or a later write <= {}), found {}; "
 							   "acknowledged writes 1..{}",
 							   done, wanted, limit, found, level_);
@@ -1053,7 +1079,10 @@ int write_stamp_image(const Options& o, const Meta& meta)
 	for (std::uint64_t seq = 1; seq <= meta.ops; ++seq) {
 		auto op = meta.workload.op_at(seq);
 		for (unsigned i = 0; i < op.nr_sectors; ++i) {
-			meta.workload.stamp_sector(sec, op.sector + i, seq);
+			if (op.discard)
+				std::memset(sec, 0, sizeof(sec));
+			else
+				meta.workload.stamp_sector(sec, op.sector + i, seq);
 			image.write_exact((op.sector + i) * StampWorkload::sector,
 					  std::as_bytes(std::span(sec, StampWorkload::sector)));
 		}
@@ -1186,6 +1215,8 @@ int save_state(const Options& o, const Meta& meta, const LogWritesLog& log)
 	kv << "source=" << fs::path(o.recording).filename().string() << " " << o.save_state << "\n";
 	kv << "source_target=" << meta.target << "\nsource_mode=" << meta.mode << "\n";
 	kv << "seed=" << meta.workload.seed << "\npartial_pct=" << meta.workload.partial_pct << "\n";
+	if (meta.workload.discard_pct)
+		kv << "discard_pct=" << meta.workload.discard_pct << "\n";
 	kv << "backing_bytes=" << meta.backing_bytes << "\ncache_bytes=" << meta.cache_bytes << "\n";
 	kv << "source_ops=" << meta.ops << "\n";
 	if (!midlog)

@@ -9,7 +9,9 @@
  *
  * Write n (n = 1, 2, ...) is a pure function of (seed, n, region, mix): a
  * whole aligned 4 KiB block or, for --partial-pct of them, one 512-byte
- * sector. After every write whose n is a multiple of --flush-every the
+ * sector; for --discard-pct of them a discard of 1 to 8 whole blocks
+ * (BLKDISCARD), after which the blocks read zeros (the device under test
+ * passes discards on to a zeroing device) until a later write. After every write whose n is a multiple of --flush-every the
  * program calls fsync, which reaches the target as an empty REQ_PREFLUSH
  * bio. A write acknowledged before a completed flush must survive a power
  * cut; later ones may or may not.
@@ -48,6 +50,7 @@ struct workload {
 	uint64_t region_offset;	/* bytes, BLOCK aligned */
 	uint64_t region_size;	/* bytes, BLOCK multiple; 0 = to the end */
 	unsigned partial_pct;
+	unsigned discard_pct;	/* percent of ops that discard 1..8 blocks */
 	uint64_t flush_every;	/* 0 = never */
 	bool final_flush;
 	bool report_flushes;	/* write: a "WB: acked_flush=N" line per fsync */
@@ -59,7 +62,8 @@ struct workload {
 
 struct write_op {
 	uint64_t sector;	/* device sector of the first stamped sector */
-	unsigned nr_sectors;	/* 1 or SECTORS_PER_BLOCK */
+	unsigned nr_sectors;	/* 1 or SECTORS_PER_BLOCK; a discard: up to 8 blocks */
+	bool discard;
 };
 
 static uint64_t splitmix64(uint64_t *state)
@@ -78,9 +82,19 @@ static struct write_op op_at(const struct workload *w, uint64_t seq)
 	uint64_t kind = splitmix64(&state);
 	uint64_t where = splitmix64(&state);
 	uint64_t first_sector = w->region_offset / SECTOR;
-	struct write_op op;
+	struct write_op op = { .discard = false };
 
-	if (kind % 100 < w->partial_pct) {
+	if (w->discard_pct && kind % 100 >= 100 - w->discard_pct) {
+		uint64_t blocks = w->region_size / BLOCK;
+		uint64_t first = where % blocks;
+		uint64_t n = 1 + (kind / 100) % 8;
+
+		if (n > blocks - first)
+			n = blocks - first;
+		op.sector = first_sector + first * SECTORS_PER_BLOCK;
+		op.nr_sectors = (unsigned)n * SECTORS_PER_BLOCK;
+		op.discard = true;
+	} else if (kind % 100 < w->partial_pct) {
 		op.sector = first_sector + where % (w->region_size / SECTOR);
 		op.nr_sectors = 1;
 	} else {
@@ -196,6 +210,17 @@ static int run_writes(struct workload *w, const char *path)
 		struct write_op op = op_at(w, seq);
 		size_t len = (size_t)op.nr_sectors * SECTOR;
 
+		if (op.discard) {
+			uint64_t range[2] = { op.sector * SECTOR, len };
+
+			if (ioctl(fd, BLKDISCARD, range) < 0) {
+				fprintf(stderr, "wbstamp: discard %" PRIu64 " at sector %" PRIu64 ": %s\n",
+					seq, op.sector, strerror(errno));
+				rc = 1;
+				break;
+			}
+			goto written;
+		}
 		for (unsigned i = 0; i < op.nr_sectors; i++)
 			stamp_sector(buf + i * SECTOR, op.sector + i, seq, w->seed);
 		if (pwrite(fd, buf, len, (off_t)(op.sector * SECTOR)) != (ssize_t)len) {
@@ -204,6 +229,7 @@ static int run_writes(struct workload *w, const char *path)
 			rc = 1;
 			break;
 		}
+written:
 		last_written = seq;
 		if (is_flush_point(w, seq)) {
 			if (fsync(fd) < 0) {
@@ -226,7 +252,7 @@ static int run_writes(struct workload *w, const char *path)
 	return rc;
 }
 
-/* The seq that wrote each region sector last among writes 1..upto; 0 = none. */
+/* The seq that wrote (or discarded) each region sector last among 1..upto; 0 = none. */
 static uint64_t *newest_writes(const struct workload *w, uint64_t upto)
 {
 	uint64_t nr_sectors = w->region_size / SECTOR;
@@ -302,7 +328,7 @@ static int run_verify(struct workload *w, const char *path)
 	uint64_t nr_sectors, first_sector, *durable;
 	uint64_t nr_mismatches = 0, nr_durable = 0, nr_newer = 0, nr_lost_writes = 0;
 	/* Acknowledged writes with a sector lost: a count of writes, not of sectors. */
-	bool *lost;
+	bool *lost, *zeroed_later;
 	const size_t chunk = 256 * 1024;
 	unsigned char *buf = aligned_buffer(chunk);
 
@@ -319,7 +345,15 @@ static int run_verify(struct workload *w, const char *path)
 	first_sector = w->region_offset / SECTOR;
 	durable = newest_writes(w, w->flushed);
 	lost = calloc(w->flushed + 1, sizeof(*lost));
-	if (!lost) {
+	/* Sectors a discard after the last flush may have zeroed already. */
+	zeroed_later = calloc(nr_sectors, sizeof(*zeroed_later));
+	for (uint64_t seq = w->flushed + 1; w->discard_pct && zeroed_later && seq <= w->last; seq++) {
+		struct write_op op = op_at(w, seq);
+
+		for (unsigned i = 0; op.discard && i < op.nr_sectors; i++)
+			zeroed_later[op.sector - first_sector + i] = true;
+	}
+	if (!lost || !zeroed_later) {
 		fprintf(stderr, "wbstamp: out of memory\n");
 		return 2;
 	}
@@ -340,23 +374,32 @@ static int run_verify(struct workload *w, const char *path)
 			uint64_t seq = stamp_seq(sec, sector, w->seed);
 			bool ok;
 
+			bool discarded = must && op_at(w, must).discard;
+
 			if (seq && seq == must) {
 				ok = true;
 			} else if (seq > w->flushed && seq <= w->last) {
 				struct write_op op = op_at(w, seq);
 
 				ok = op_covers(&op, sector);
+			} else if (discarded) {
+				/* A durable discard: zeros, never an older write. */
+				ok = !seq && all_zero(sec, SECTOR);
 			} else if (!must) {
 				ok = !seq && (w->base_any || all_zero(sec, SECTOR));
 			} else {
 				ok = false;
 			}
+			if (!ok && !seq && zeroed_later[done] && all_zero(sec, SECTOR))
+				ok = true;	/* a discard in flight */
 			if (!ok) {
 				if (nr_mismatches < MAX_REPORTED_MISMATCHES) {
 					char found[128];
 					char wanted[64];
 
-					if (must)
+					if (discarded)
+						snprintf(wanted, sizeof(wanted), "zeros (discard %" PRIu64 ")", must);
+					else if (must)
 						snprintf(wanted, sizeof(wanted), "write %" PRIu64, must);
 					else
 						snprintf(wanted, sizeof(wanted), "the base content");
@@ -369,7 +412,7 @@ static int run_verify(struct workload *w, const char *path)
 					lost[must] = true;
 					nr_lost_writes++;
 				}
-			} else if (seq && seq == must) {
+			} else if ((seq && seq == must) || (discarded && !seq)) {
 				nr_durable++;
 			} else if (seq) {
 				nr_newer++;
@@ -381,6 +424,7 @@ static int run_verify(struct workload *w, const char *path)
 	printf("verify_newer=%" PRIu64 "\n", nr_newer);
 	printf("verify_mismatches=%" PRIu64 "\n", nr_mismatches);
 	printf("verify_lost_writes=%" PRIu64 "\n", nr_lost_writes);
+	free(zeroed_later);
 	free(lost);
 	free(durable);
 	free(buf);
@@ -412,7 +456,10 @@ static int run_image(struct workload *w, const char *path)
 		struct write_op op = op_at(w, seq);
 
 		for (unsigned i = 0; i < op.nr_sectors; i++) {
-			stamp_sector(sec, op.sector + i, seq, w->seed);
+			if (op.discard)
+				memset(sec, 0, SECTOR);
+			else
+				stamp_sector(sec, op.sector + i, seq, w->seed);
 			if (pwrite(fd, sec, SECTOR, (off_t)((op.sector + i) * SECTOR)) != SECTOR) {
 				fprintf(stderr, "wbstamp: %s: %s\n", path, strerror(errno));
 				return 2;
@@ -438,6 +485,7 @@ static void usage(FILE *out)
 		"  --offset BYTES    start of the written region, 4 KiB aligned (0)\n"
 		"  --size BYTES      length of the region, 4 KiB multiple (to the end)\n"
 		"  --partial-pct P   percent of 512-byte writes, the rest are 4 KiB (25)\n"
+		"  --discard-pct P   percent of discards of 1 to 8 blocks, read back as zeros (0)\n"
 		"  --flush-every K   fsync after every write whose number is a multiple of K (16; 0 never)\n"
 		"write: --first N (first write to issue, 1), --final-flush (fsync after write N),\n"
 		"       --report-flushes (a line \"WB: acked_flush=N\" as each fsync returns)\n"
@@ -482,7 +530,7 @@ static uint64_t parse_size(const char *opt, const char *arg)
 
 int main(int argc, char **argv)
 {
-	enum { O_SEED = 1, O_OPS, O_FIRST, O_OFFSET, O_SIZE, O_PARTIAL, O_FLUSH_EVERY,
+	enum { O_SEED = 1, O_OPS, O_FIRST, O_OFFSET, O_SIZE, O_PARTIAL, O_DISCARD, O_FLUSH_EVERY,
 	       O_FINAL_FLUSH, O_REPORT_FLUSHES, O_FLUSHED, O_UPTO, O_IMAGE_SIZE, O_BASE_ANY, O_HELP };
 	static const struct option options[] = {
 		{ "seed", required_argument, NULL, O_SEED },
@@ -491,6 +539,7 @@ int main(int argc, char **argv)
 		{ "offset", required_argument, NULL, O_OFFSET },
 		{ "size", required_argument, NULL, O_SIZE },
 		{ "partial-pct", required_argument, NULL, O_PARTIAL },
+		{ "discard-pct", required_argument, NULL, O_DISCARD },
 		{ "flush-every", required_argument, NULL, O_FLUSH_EVERY },
 		{ "final-flush", no_argument, NULL, O_FINAL_FLUSH },
 		{ "report-flushes", no_argument, NULL, O_REPORT_FLUSHES },
@@ -515,6 +564,7 @@ int main(int argc, char **argv)
 		case O_OFFSET: w.region_offset = parse_size("--offset", optarg); break;
 		case O_SIZE: w.region_size = parse_size("--size", optarg); break;
 		case O_PARTIAL: w.partial_pct = (unsigned)parse_u64("--partial-pct", optarg); break;
+		case O_DISCARD: w.discard_pct = (unsigned)parse_u64("--discard-pct", optarg); break;
 		case O_FLUSH_EVERY: w.flush_every = parse_u64("--flush-every", optarg); break;
 		case O_FINAL_FLUSH: w.final_flush = true; break;
 		case O_REPORT_FLUSHES: w.report_flushes = true; break;
@@ -532,8 +582,8 @@ int main(int argc, char **argv)
 	}
 	mode = argv[optind];
 	path = argv[optind + 1];
-	if (w.region_offset % BLOCK || w.region_size % BLOCK || w.partial_pct > 100 || w.first < 1) {
-		fprintf(stderr, "wbstamp: --offset and --size must be 4 KiB multiples, --partial-pct 0..100, --first >= 1\n");
+	if (w.region_offset % BLOCK || w.region_size % BLOCK || w.partial_pct + w.discard_pct > 100 || w.first < 1) {
+		fprintf(stderr, "wbstamp: --offset and --size must be 4 KiB multiples, --partial-pct + --discard-pct 0..100, --first >= 1\n");
 		return 2;
 	}
 	if (!strcmp(mode, "write"))
