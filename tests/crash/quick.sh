@@ -54,9 +54,12 @@ for mode in $modes; do
 		# of an fsynced group (8) and one that ends in drop_caches (136:
 		# record.sh), each of the latter sealing a segment no append made
 		# durable.
-		mode_ops=$ops
-		case $mode in both) mode_ops= ;; cache-writeback) mode_ops=576 ;; esac
-		CRASH_OPS=$mode_ops bash "$here/record.sh" wbkit "$mode" "$out/rec-$mode" >"$out/record-$mode.log" 2>&1 || rc=$?
+		# Mode both discards too (5 % of its ops, 1 to 8 blocks each): a
+		# durable discard must read zeros, never older data.
+		mode_ops=$ops discard_pct=0
+		case $mode in both) mode_ops= discard_pct=${CRASH_QUICK_DISCARD_PCT:-5} ;; cache-writeback) mode_ops=576 ;; esac
+		CRASH_OPS=$mode_ops CRASH_DISCARD_PCT=$discard_pct \
+			bash "$here/record.sh" wbkit "$mode" "$out/rec-$mode" >"$out/record-$mode.log" 2>&1 || rc=$?
 		;;
 	esac
 	if [ "$rc" = 77 ] && [ "${WBKIT_REQUIRE_ALL_TESTS:-0}" != 1 ]; then

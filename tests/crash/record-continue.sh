@@ -35,6 +35,7 @@ cache_bytes=$(kv cache_bytes)
 src_ops=$(kv source_ops)
 seed=$(kv seed)
 partial_pct=$(kv partial_pct)
+discard_pct=$(kv discard_pct)
 [ -n "$backing_bytes" ] && [ -n "$cache_bytes" ] && [ -n "$src_ops" ] || { echo "bad $state/base.kv"; exit 2; }
 [ "$(stat -c %s "$state/base.img")" = $((backing_bytes + cache_bytes)) ] || { echo "$state/base.img has the wrong size"; exit 2; }
 
@@ -48,7 +49,7 @@ backing_sectors=$((backing_bytes / 512))
 cache_sectors=$((cache_bytes / 512))
 first=$((src_ops + 1))
 ops=$((src_ops + new_ops))
-workload="--seed $seed --size $backing_bytes --partial-pct $partial_pct"
+workload="--seed $seed --size $backing_bytes --partial-pct $partial_pct --discard-pct ${discard_pct:-0}"
 VM_TIMEOUT=${CRASH_VM_TIMEOUT:-900}
 guest=$(cat <<GUEST
 . /lib/wbguest.sh
@@ -98,6 +99,7 @@ fi
 	echo "first=$first"
 	echo "flush_every=$flush_every"
 	echo "partial_pct=$partial_pct"
+	[ "${discard_pct:-0}" = 0 ] || echo "discard_pct=$discard_pct"
 	echo "backing_bytes=$backing_bytes"
 	echo "cache_bytes=$cache_bytes"
 	echo "log_backing_offset=0"

@@ -61,7 +61,9 @@ for fixture in "$root"/fixtures/crash/*/; do
 	ops=$(sed -n 's/^ops=//p' "$rec/meta.kv")
 	size=$(sed -n 's/^backing_bytes=//p' "$rec/meta.kv")
 	pct=$(sed -n 's/^partial_pct=//p' "$rec/meta.kv")
-	"$work/wbstamp" image "$work/stamp-ref.img" --seed "$seed" --size "$size" --partial-pct "$pct" --upto "$ops" --ops "$ops"
+	dpct=$(sed -n 's/^discard_pct=//p' "$rec/meta.kv")
+	"$work/wbstamp" image "$work/stamp-ref.img" --seed "$seed" --size "$size" --partial-pct "$pct" \
+		--discard-pct "${dpct:-0}" --upto "$ops" --ops "$ops"
 	"$wbcrash" "$rec" --stamp-image "$work/stamp-ours.img"
 	if ! cmp "$work/stamp-ref.img" "$work/stamp-ours.img"; then
 		echo "FAIL $name: wbcrash's stamped workload differs from wbstamp's"
