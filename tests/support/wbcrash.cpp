@@ -848,7 +848,7 @@ private:
 											   : "other data";
 					std::string wanted = discarded ? fmt::format("zeros (discard {})", must)
 							     : must    ? fmt::format("write {}", must)
-									 : "zeros";
+								       : "zeros";
 					return fmt::format("first lost sector {}: expected {} (or a later write <= {}), found {}; "
 							   "acknowledged writes 1..{}",
 							   done, wanted, limit, found, level_);
