@@ -509,11 +509,12 @@ static void wb_place_tombstone(struct wb_device *wb, struct wb_metablock *old,
 
 /*
  * Flags every dirty copy of [start, end) as discarded: the newest ones (in
- * the lookup) and, when there are any, the older ones newer writes had
- * superseded, which writeback still holds to write (their newer copy may
- * not have been durable): the block would read that older data from the
- * backing device after its discard. One pass over the segments not written
- * back, up to the open one. Called with batch_lock held: no batch takes
+ * the lookup) and the older ones newer writes had superseded, which
+ * writeback still holds to write (their newer copy may not have been
+ * durable): the block would read that older data from the backing device
+ * after its discard. All of them lie in the segments not written back, up
+ * to the open one: one pass over those, made only when the lookup holds a
+ * dirty copy in the range. Called with batch_lock held: no batch takes
  * copies meanwhile.
  */
 static void wb_flag_discarded(struct wb_device *wb, sector_t start,
@@ -523,15 +524,12 @@ static void wb_flag_discarded(struct wb_device *wb, sector_t start,
 	sector_t block;
 	u64 id, open_id;
 
-	for (block = start; block < end; block += WB_BLOCK_SECTORS) {
+	for (block = start; block < end && !any; block += WB_BLOCK_SECTORS) {
 		struct wb_metablock *mb;
 
 		spin_lock(&wb->lock);
 		mb = wb_ht_lookup(wb, block);
-		if (mb && mb->dirty) {
-			mb->discarded = true;
-			any = true;
-		}
+		any = mb && mb->dirty;
 		spin_unlock(&wb->lock);
 		if (!((block >> 3) & 1023))
 			cond_resched();

@@ -167,9 +167,9 @@ struct wb_metablock {
 	 */
 	bool obsolete:1;
 	/*
-	 * Dirty, superseded at run time by a discard's tombstone (a clean
-	 * entry, wb_discard): writeback may skip it once every tombstone is
-	 * on the cache device (wb->last_tombstone_id).
+	 * Dirty, dropped by a discard (wb_discard): writeback skips it at
+	 * once after a passdown, without one once every tombstone is on the
+	 * cache device (wb->last_tombstone_id).
 	 */
 	bool discarded:1;
 	/*

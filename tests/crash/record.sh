@@ -271,15 +271,15 @@ wb_report log_status "\$(\$DMSETUP status lw | cut -d' ' -f4-)"
 wb_report recorded yes
 GUEST
 )
+# A discard must zero what it reaches, as wbcrash's replay of the log
+# models it: qemu punches the range out of the sparse image.
+if [ "$discard_pct" != 0 ]; then
+	export VM_DRIVE_OPTS_vda=discard=unmap VM_DRIVE_OPTS_vdb=discard=unmap VM_DRIVE_OPTS_vdc=discard=unmap
+fi
 # Under heavy load the guest kernel sometimes panics at boot ("IO-APIC + timer
 # doesn't work"): that boot never reached the script, so try again.
 for attempt in 1 2 3; do
 	rc=0
-	# A discard must zero what it reaches, as wbcrash's replay of the log
-	# models it: qemu punches the range out of the sparse image.
-	if [ "$discard_pct" != 0 ]; then
-		export VM_DRIVE_OPTS_vda=discard=unmap VM_DRIVE_OPTS_vdb=discard=unmap VM_DRIVE_OPTS_vdc=discard=unmap
-	fi
 	vm_run - "${disks[@]}" <<<"$guest" || rc=$?
 	[ "$rc" = 125 ] && tr -d '\r' <"$VM_LOG" | grep "IO-APIC + timer" >/dev/null || break
 	vm_log "boot panicked in the timer check, retrying"
