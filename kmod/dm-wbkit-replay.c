@@ -11,6 +11,7 @@
 #include <linux/vmalloc.h>
 #include <linux/bitops.h>
 #include <linux/string.h>
+#include <linux/xarray.h>
 
 #include "dm-wbkit.h"
 
@@ -68,18 +69,58 @@ static u8 wb_bits_in_range(struct wb_device *wb, sector_t block)
 }
 
 /*
+ * Where an entry stands in the walk's order, as kept in wb_replay's
+ * `kept` xarray: 1 + its walk step * 128 + its index (0: none). Steps run
+ * below nr_segments (a u32), so the value fits an xarray value entry.
+ */
+static unsigned long wb_walk_pos(u64 step, unsigned int index)
+{
+	return (unsigned long)((step << 7) | index) + 1;
+}
+
+/*
+ * `kept` holds, by backing block (sector / 8), every block some entry
+ * left older sectors to a newer partial one (replay_keep), with the walk
+ * position of the newest clean entry that came after (0 while none did).
+ * A clean entry (a discard's tombstone) says the block is what the backing
+ * device holds: every sector an older entry left, however far back the
+ * chain, is void, or the replay writes pre-discard data over the discard.
+ * Only the block's newest entry is in the lookup, so the older ones are
+ * told apart by position when they are written (wb_write_kept_sectors).
+ */
+static int wb_note_kept(struct xarray *kept, sector_t sector)
+{
+	int err = xa_insert(kept, (unsigned long)(sector >> 3),
+			    xa_mk_value(0), GFP_KERNEL);
+
+	return err == -EBUSY ? 0 : err;
+}
+
+static int wb_void_kept(struct xarray *kept, sector_t sector,
+			unsigned long pos)
+{
+	unsigned long key = (unsigned long)(sector >> 3);
+
+	if (!xa_load(kept, key))
+		return 0;
+	return xa_err(xa_store(kept, key, xa_mk_value(pos), GFP_KERNEL));
+}
+
+/*
  * Applies one valid segment (docs/FORMAT.md, replay step 3): per block the
  * newest entry wins. A newer partial entry leaves the older entry's other
  * dirty sectors to it: like upstream, those go to the backing device, so
  * that the hash table only ever needs the newest copy of a block; but only
  * after the walk, once last_writeback_id is known (wb_write_kept_sectors).
- * A newer clean entry makes the older dirty data obsolete.
+ * A newer clean entry makes the older dirty data obsolete, including the
+ * sectors older entries left (`kept`).
  */
-static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
-			     void *buf)
+static int wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
+			    void *buf, struct xarray *kept, u64 step)
 {
 	struct wb_segment_header_device *hdr = buf;
 	unsigned int j;
+	int err;
 
 	seg->id = le64_to_cpu(hdr->id);
 	seg->length = hdr->length;
@@ -121,10 +162,21 @@ static void wb_apply_segment(struct wb_device *wb, struct wb_segment *seg,
 					   ~wb_entry_sectors(bits);
 			wb_ht_del(wb, old);
 			old->obsolete = true;
+			if (old->replay_keep) {
+				err = wb_note_kept(kept, sector);
+				if (err)
+					return err;
+			}
+		}
+		if (!bits) {
+			err = wb_void_kept(kept, sector, wb_walk_pos(step, j));
+			if (err)
+				return err;
 		}
 		if (mb->data_bits)
 			wb_ht_add(wb, mb);
 	}
+	return 0;
 }
 
 /*
@@ -152,14 +204,17 @@ static void wb_forget_applied(struct wb_device *wb, u64 start, u64 upto)
  * the backing device, maybe under newer data written back after it. In id
  * order, as the walk met them: the entries of one block are superseded in
  * the order of their segments, so the newest write of a sector comes last.
+ * Not those a newer clean entry voided (`kept`, walk positions counted
+ * from oldest_slot as in wb_replay).
  */
 static int wb_write_kept_sectors(struct wb_device *wb, u64 last_id, u64 lw,
+				 struct xarray *kept, u64 oldest_slot,
 				 bool *wrote_backing)
 {
 	struct wb_segment *seg;
 	struct wb_metablock *mb;
 	unsigned int j;
-	u64 k, id;
+	u64 k, id, step;
 	int err;
 
 	for (k = 0; lw < last_id && k < last_id - lw; k++) {
@@ -167,10 +222,20 @@ static int wb_write_kept_sectors(struct wb_device *wb, u64 last_id, u64 lw,
 		seg = wb_seg_of_id(wb, id);
 		if (seg->id != id || wb_segment_written_back(seg->id, lw))
 			continue;
+		step = (u64)(seg - wb->segs);
+		step = step >= oldest_slot ? step - oldest_slot :
+					     step + wb->nr_segments - oldest_slot;
 		for (j = 0; j < seg->length; j++) {
+			void *voided_at;
+
 			mb = &seg->mb[j];
 			if (!mb->replay_keep)
 				continue;
+			voided_at = xa_load(kept, (unsigned long)(wb_mb_sector(mb) >> 3));
+			if (voided_at && xa_to_value(voided_at) > wb_walk_pos(step, j)) {
+				mb->replay_keep = 0;
+				continue;
+			}
 			err = wb_replay_read(wb, wb_mb_cache_sector(wb, mb),
 					     wb->bounce2, WB_BLOCK_SIZE);
 			if (!err)
@@ -350,7 +415,8 @@ static int wb_read_slot(struct wb_device *wb, u32 slot, void *buf,
  * named a segment beyond the log (new segments would count as written
  * back by it), then the older sectors left to newer partial entries.
  */
-static int wb_replay(struct wb_device *wb, char **error)
+static int wb_replay_log(struct wb_device *wb, struct xarray *kept,
+			 char **error)
 {
 	struct wb_replay_walk walk;
 	struct wb_replay_plan plan;
@@ -390,7 +456,12 @@ static int wb_replay(struct wb_device *wb, char **error)
 		}
 		switch (wb_replay_walk_slot(&walk, step, id, verdict)) {
 		case WB_WALK_APPLY:
-			wb_apply_segment(wb, &wb->segs[slot], buf);
+			err = wb_apply_segment(wb, &wb->segs[slot], buf, kept,
+					       step);
+			if (err) {
+				*error = "Out of memory while replaying the log";
+				return err;
+			}
 			break;
 		case WB_WALK_RESTART:
 			DMWARN("slot %u: a torn rewrite over segment %llu (a log another writer left): the log starts after it, the segments up to it count as written back",
@@ -478,7 +549,8 @@ static int wb_replay(struct wb_device *wb, char **error)
 	}
 
 	err = wb_write_kept_sectors(wb, plan.last_flushed_id,
-				    plan.last_writeback_id, &wrote_backing);
+				    plan.last_writeback_id, kept,
+				    walk.oldest_slot, &wrote_backing);
 	if (err)
 		goto io_error;
 
@@ -539,6 +611,17 @@ static int wb_replay(struct wb_device *wb, char **error)
 
 io_error:
 	*error = "I/O error while replaying the log of the cache device";
+	return err;
+}
+
+static int wb_replay(struct wb_device *wb, char **error)
+{
+	struct xarray kept;
+	int err;
+
+	xa_init(&kept);
+	err = wb_replay_log(wb, &kept, error);
+	xa_destroy(&kept);
 	return err;
 }
 
