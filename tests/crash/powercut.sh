@@ -71,6 +71,14 @@
 #                       mark-clean; 12 stamped cuts, 6 each of the others
 #                       (POWERCUT_CUTS/_MODE/TARGETS still override)
 #   POWERCUT_CACHE_MB   the cache device's size (default 6: ten segments)
+#   POWERCUT_DISCARD_PCT  the share of the workload's ops that are discards
+#                       of 1 to 8 blocks (wbstamp --discard-pct; default 5,
+#                       0 for none; upstream, which refuses discard, gets 0).
+#                       Each disk then takes discards, and its nbdkit turns
+#                       one into zeros held in its volatile cache like a
+#                       write (nbdkit-trimzero-filter.c): a discard flushed
+#                       reads zeros after the cut, one not flushed may be
+#                       lost, and verify holds the target to exactly that
 #   POWERCUT_TABLE_ARGS table arguments in stamped and detach mode
 #                       (default "2 writeback_threshold 100")
 #   POWERCUT_NBD_LOG=1  stack nbdkit's log filter over the cache filter:
@@ -157,8 +165,19 @@ trap cleanup EXIT
 mkdir -p "$work/tmp"
 
 # The workload: 4 KiB writes (a fifth of them 512 bytes) over the whole
-# 16 MiB backing device, an fsync after every 8.
+# 16 MiB backing device, an fsync after every 8, and discards among them.
 region=$((16 << 20))
+discard_pct=${POWERCUT_DISCARD_PCT:-5}
+trimzero=
+if [ "$discard_pct" != 0 ]; then
+	# The trim-to-zero filter, built here: one small C file, always current.
+	[ -f /usr/include/nbdkit-filter.h ] || skip_or_fail "nbdkit-plugin-dev not installed (POWERCUT_DISCARD_PCT=0 runs without discards)"
+	trimzero=$work/nbdkit-trimzero-filter.so
+	cc -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -o "$trimzero" "$here/nbdkit-trimzero-filter.c" ||
+		{ echo "powercut: the trim-to-zero filter did not build"; exit 1; }
+	# qemu passes the guest's discards on only with discard=unmap.
+	export VM_DRIVE_OPTS_vda=discard=unmap VM_DRIVE_OPTS_vdb=discard=unmap
+fi
 cache_bytes=$((${POWERCUT_CACHE_MB:-6} << 20))
 flush_every=8
 partial=20
@@ -188,13 +207,14 @@ draw() { # draw VAR LO HI: VAR gets a number in [LO, HI]
 
 nbd_pids=
 nbd_start() { # nbd_start NAME IMAGE: nbdkit with a write-back cache; sets nbd_pid
-	local name=$1 img=$2 logf=() logp=()
+	local name=$1 img=$2 logf=() logp=() tzf=()
 	rm -f "$work/$name.sock"
 	if [ "${POWERCUT_NBD_LOG:-0}" = 1 ]; then
 		logf=(--filter=log)
 		logp=("logfile=$work/$name.nbd.log")
 	fi
-	TMPDIR=$work/tmp nice -n 5 nbdkit -f -U "$work/$name.sock" "${logf[@]}" --filter=cache \
+	[ -z "$trimzero" ] || tzf=(--filter="$trimzero")
+	TMPDIR=$work/tmp nice -n 5 nbdkit -f -U "$work/$name.sock" "${logf[@]}" "${tzf[@]}" --filter=cache \
 		file "$img" cache=writeback cache-min-block-size=4096 "${logp[@]}" >>"$work/$name.nbdkit.out" 2>&1 &
 	nbd_pid=$!
 	nbd_pids="$nbd_pids $nbd_pid"
@@ -250,14 +270,16 @@ run_series() {
 	vm_image "$C" "$cache_bytes"
 	local -A n_mode=() est_ms=([detach]=${POWERCUT_DETACH_MS:-1000} [mark-clean]=${POWERCUT_MARKCLEAN_MS:-600}) n_est=([detach]=1 [mark-clean]=1)
 
-	local n_cuts=0 k_checked=0 k_lost=0 o_checked=0 o_lost=0 late=0 lost_cuts=
+	local n_cuts=0 k_checked=0 k_lost=0 o_checked=0 o_lost=0 o_discarded=0 late=0 lost_cuts=
 	local prev_seed="" prev_acked=0 boot
 	for boot in $(seq 1 $((cuts + 1))); do
 		local last=0
 		[ "$boot" -le "$cuts" ] || last=1
 		local wseed=$((seed * 1000 + boot))
-		local wl="--seed $wseed --size $region --partial-pct $partial --ops $big_ops"
-		local pwl="--seed ${prev_seed:-0} --size $region --partial-pct $partial --ops $big_ops"
+		local dpct=$discard_pct
+		[ "$target" != upstream ] || dpct=0
+		local wl="--seed $wseed --size $region --partial-pct $partial --ops $big_ops --discard-pct $dpct"
+		local pwl="--seed ${prev_seed:-0} --size $region --partial-pct $partial --ops $big_ops --discard-pct $dpct"
 		# mixed: the modes in turn, on one pair of images.
 		local bmode=$mode modes3=(stamped detach mark-clean)
 		[ "$mode" != mixed ] || bmode=${modes3[$(((boot - 1) % 3))]}
@@ -479,6 +501,10 @@ GUEST
 		"$VM_WBSTAMP" verify "$dir/off-backing.img" $wl --flushed "$acked" --base-any >"$dir/verify-$boot.out" 2>&1 || ovrc=$?
 		olost=$(sed -n 's/^verify_lost_writes=//p' "$dir/verify-$boot.out")
 		o_checked=$((o_checked + acked))
+		# Sectors whose newest acknowledged op was a discard, read as zeros.
+		local odisc
+		odisc=$(sed -n 's/^verify_discarded=//p' "$dir/verify-$boot.out")
+		o_discarded=$((o_discarded + ${odisc:-0}))
 		if [ "$how" = wbreplay ]; then
 			local lf lw
 			lf=$(sed -n 's/.*last_flushed_id \([0-9]*\), last_writeback_id \([0-9]*\).*/\1/p' "$dir/wbreplay-$boot.out")
@@ -487,7 +513,7 @@ GUEST
 			if [ -n "$lf" ] && [ "$lf" = "$lw" ]; then clean=", clean"; fi
 			how="$how (log ${lw:-?}..${lf:-?}$clean)"
 		fi
-		echo "powercut: $target/$mode cut $boot ($bmode): acked $acked (drawn: at $ack_at, +${delay} ms), offline $how rc $orc lost ${olost:-?}$info"
+		echo "powercut: $target/$mode cut $boot ($bmode): acked $acked (drawn: at $ack_at, +${delay} ms), offline $how rc $orc lost ${olost:-?}, ${odisc:-?} discarded sectors$info"
 		if [ "$orc" != 0 ] || [ "$ovrc" != 0 ]; then
 			[ "$orc" = 0 ] || { echo "  wbreplay exited $orc:"; tail -n 5 "$dir/wbreplay-$boot.out" | sed 's/^/  /'; }
 			[ "$ovrc" = 0 ] || { echo "  offline replay lost ${olost:-?} of $acked acknowledged writes:"; head -n 5 "$dir/verify-$boot.out" | sed 's/^/  /'; }
@@ -503,7 +529,7 @@ GUEST
 	done
 	local per="" m
 	for m in stamped detach mark-clean; do [ -z "${n_mode[$m]:-}" ] || per="$per $m=${n_mode[$m]}"; done
-	local line="$target $mode: cuts=$n_cuts ($per ) late_cuts=$late acked_checked kernel=$k_checked offline=$o_checked lost kernel=$k_lost offline=$o_lost"
+	local line="$target $mode: cuts=$n_cuts ($per ) late_cuts=$late acked_checked kernel=$k_checked offline=$o_checked discarded_sectors_checked offline=$o_discarded lost kernel=$k_lost offline=$o_lost"
 	summary+=("$line")
 	if [ -n "$lost_cuts" ]; then
 		# Upstream's findings too: the states are worth a look.

@@ -326,7 +326,7 @@ static int run_verify(struct workload *w, const char *path)
 {
 	int fd = open_maybe_direct(path, O_RDONLY);
 	uint64_t nr_sectors, first_sector, *durable;
-	uint64_t nr_mismatches = 0, nr_durable = 0, nr_newer = 0, nr_lost_writes = 0;
+	uint64_t nr_mismatches = 0, nr_durable = 0, nr_newer = 0, nr_discarded = 0, nr_lost_writes = 0;
 	/* Acknowledged writes with a sector lost: a count of writes, not of sectors. */
 	bool *lost, *zeroed_later;
 	const size_t chunk = 256 * 1024;
@@ -414,6 +414,8 @@ static int run_verify(struct workload *w, const char *path)
 				}
 			} else if ((seq && seq == must) || (discarded && !seq)) {
 				nr_durable++;
+				if (discarded)
+					nr_discarded++;
 			} else if (seq) {
 				nr_newer++;
 			}
@@ -421,6 +423,7 @@ static int run_verify(struct workload *w, const char *path)
 	}
 	printf("verify_sectors=%" PRIu64 "\n", nr_sectors);
 	printf("verify_durable=%" PRIu64 "\n", nr_durable);
+	printf("verify_discarded=%" PRIu64 "\n", nr_discarded);
 	printf("verify_newer=%" PRIu64 "\n", nr_newer);
 	printf("verify_mismatches=%" PRIu64 "\n", nr_mismatches);
 	printf("verify_lost_writes=%" PRIu64 "\n", nr_lost_writes);
