@@ -53,7 +53,7 @@ VM_BOOT_MODULES_GONE_LATER=(crc32c_generic libcrc32c)
 # runs `modprobe` (the ext4 workload of tests/crash/record-ext4.sh; the
 # kernel's own caches that tests/crash/peers.sh and bench/vm-peers.sh compare
 # against, through wb_cache_modules).
-VM_EXTRA_MODULES=(ext4 dm-writecache dm-cache-smq bcache)
+VM_EXTRA_MODULES=(ext4 xfs dm-writecache dm-cache-smq bcache)
 
 # Real programs for what busybox does not do (dmsetup, fio) or does too
 # little of (dd without oflag=direct). They live under /usr so that they never
@@ -66,8 +66,9 @@ VM_HOST_PROGRAMS=(/usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blockdev /usr/bin/dd 
 	/sbin/mkfs.ext4 /sbin/e2fsck /usr/bin/sync)
 # Programs only some guest scripts need, copied with their libraries when the
 # host has them: make-bcache (bcache-tools) for the bcache rows of
-# tests/crash/peers.sh and bench/vm-peers.sh, which skip without it.
-VM_OPTIONAL_PROGRAMS=(/usr/sbin/make-bcache)
+# tests/crash/peers.sh and bench/vm-peers.sh, which skip without it;
+# mkfs.xfs (xfsprogs) for XFS over the target (scenario 58).
+VM_OPTIONAL_PROGRAMS=(/usr/sbin/make-bcache /usr/sbin/mkfs.xfs)
 # Configuration files the programs read, copied as they are.
 VM_HOST_FILES=(/etc/mke2fs.conf)
 # wbkit's own tools for guest scripts, as /usr/local/bin/<tool> (stripped,

@@ -4,8 +4,9 @@
 #   before and after a reload, `drop_caches` and a reload, partial blocks keep
 #   their data, blocks in the open RAM buffer are discarded too; a discard
 #   the backing device fails fails alone (fault table row `passdown_error`);
-#   a replay keeps a discard after a partial write; ext4 with `fstrim` and
-#   with `-o discard`: a deleted file's data never reaches the backing disk
+#   discards racing writeback; a replay keeps a discard after a partial
+#   write; ext4 and XFS with `fstrim` and with `-o discard`: a deleted
+#   file's data never reaches the backing disk
 #
 # Discard through the cache (kmod/README.md, "Discard"). Upstream's module
 # first: it advertises no discard (discard_max_bytes 0) and blkdiscard fails
@@ -31,10 +32,11 @@
 # - drop_caches writes back the 4 MiB kept and the 2 partial blocks only:
 #   not one byte 0xAB reaches the discarded range of the backing disk, and
 #   the backing disk's written sectors say the same.
-# Then a discard after a partial write into a block written back, replayed
+# Then discards racing writeback of the same blocks (drop_caches in the
+# background), a discard after a partial write into a block written back, replayed
 # (the older copy's sectors the replay leaves to the partial entry must not
 # land over the discard), a passdown the backing device fails (dm-flakey),
-# and ext4 on the
+# and ext4 and XFS on the
 # target: an 8 MiB file written, synced and deleted, then `fstrim`, or
 # mounted with `-o discard`: after drop_caches none of its bytes is on the
 # backing disk, and the file kept is.
@@ -44,7 +46,7 @@ VM_TIMEOUT=600
 
 # vda: backing with discard (QEMU passes it to the sparse image); vdb: cache;
 # vdc: backing without discard.
-make_devices backing 32M cache 32M plain 32M
+make_devices backing 32M cache 32M plain 32M xfsback 320M
 export VM_DRIVE_OPTS_vda="discard=unmap"
 
 run_guest <<'GUEST'
@@ -190,6 +192,54 @@ wb_dm_create wb "$WB_TABLE"
 wb_report kept_void_replayed "$(count_byte /dev/mapper/wb $((6656 * 8)) 8 "$AB"),$(count_byte /dev/mapper/wb $((6656 * 8)) 8 "$EF")"
 $DMSETUP remove wb || wb_fail "remove failed"
 
+# Discards racing writeback of the same blocks: 16 MiB of 0xAB dirty at
+# 4 MiB, drop_caches writing it back in the background, and meanwhile 64
+# discards of every other 128 KiB of it. Whatever the order, each
+# discarded chunk reads zeros (the backing disk's, after the passdown) and
+# each other chunk 0xAB, through the target and on the backing disk once
+# writeback is done, and again after remove + create.
+wb_zero_cache /dev/vdb
+fill /dev/vda 4 16 "$FA"
+wb_dm_create wb "$WB_TABLE"
+fill /dev/mapper/wb 4 16 "$AB"
+$DD if=/dev/null of=/dev/mapper/wb conv=fsync,notrunc 2>/dev/null || wb_fail "flush failed"
+race_dirty=$(wb_status_field 7)
+$DMSETUP message wb 0 drop_caches &
+dc_pid=$!
+i=0
+while [ $i -lt 64 ]; do
+	busybox blkdiscard -o $((4194304 + i * 262144)) -l 131072 /dev/mapper/wb || wb_fail "race: blkdiscard $i failed"
+	[ $i != 0 ] || race_dirty_first=$(wb_status_field 7)
+	i=$((i + 1))
+done
+race_dirty_last=$(wb_status_field 7)
+wait $dc_pid || wb_fail "race: drop_caches failed"
+wb_report race_dirty "$race_dirty,$race_dirty_first,$race_dirty_last,$(wb_status_field 7)"
+# race_check <device> <key>: the 16 MiB against what it must hold, zeros
+# in every discarded chunk and 0xAB in the others (one read: a dd per chunk
+# is seconds under TCG).
+head -c 131072 /dev/zero >/tmp/zeros
+head -c 131072 /dev/zero | tr '\0' "$AB" >/tmp/abs
+: >/tmp/race.expect
+i=0
+while [ $i -lt 64 ]; do
+	cat /tmp/zeros /tmp/abs >>/tmp/race.expect
+	i=$((i + 1))
+done
+race_check() {
+	if read_sectors "$1" 8192 32768 | cmp - /tmp/race.expect >/tmp/cmp.out 2>&1; then
+		wb_report "$2" same
+	else
+		wb_report "$2" "differs: $(head -n 1 /tmp/cmp.out)"
+	fi
+}
+race_check /dev/mapper/wb race_read
+race_check /dev/vda race_backing
+$DMSETUP remove wb || wb_fail "remove failed"
+wb_dm_create wb "$WB_TABLE"
+race_check /dev/mapper/wb race_replayed
+$DMSETUP remove wb || wb_fail "remove failed"
+
 # The fault table's row: a discard the backing device fails. The backing
 # device is a linear over vda, swapped under the live target for dm-flakey
 # failing every write (a discard is one; it offers discard as vda does)
@@ -260,6 +310,47 @@ ext4_case() {
 }
 ext4_case ext4_fstrim defaults
 ext4_case ext4_discard discard
+
+# XFS, the same way, on vdd (320 MiB: XFS wants 300 at least). mkfs.xfs
+# goes to the disk itself, not through the cache: its 64 MiB log would
+# only wrap the 32 MiB cache. Each case deletes and keeps its own byte, as
+# mkfs does not clear the data the first case left.
+if [ -x /usr/sbin/mkfs.xfs ] && modprobe xfs 2>/dev/null; then
+	xfs_case() {
+		tag=$1 opts=$2 deleted=$3 kept=$4
+		wb_zero_cache /dev/vdb
+		/usr/sbin/mkfs.xfs -q -f -K /dev/vdd || wb_fail "$tag: mkfs.xfs failed"
+		wb_dm_create wb "0 $(wb_sectors /dev/vdd) writeboost /dev/vdd /dev/vdb"
+		mount -t xfs -o "$opts" /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
+		head -c 8388608 /dev/zero | tr '\0' "$deleted" >/mnt/deleted || wb_fail "$tag: writing the file failed"
+		head -c 1048576 /dev/zero | tr '\0' "$kept" >/mnt/kept || wb_fail "$tag: writing the file failed"
+		/usr/bin/sync -f /mnt || wb_fail "$tag: sync failed"
+		dirty_before=$(wb_status_field 7)
+		rm /mnt/deleted
+		/usr/bin/sync -f /mnt
+		case $opts in
+		*discard*)
+			for _ in $(seq 60); do
+				[ $((dirty_before - $(wb_status_field 7))) -lt 2048 ] || break
+				sleep 0.5
+			done
+			;;
+		*) busybox fstrim /mnt || wb_fail "$tag: fstrim failed" ;;
+		esac
+		wb_report "${tag}_dirty_dropped" $((dirty_before - $(wb_status_field 7)))
+		umount /mnt || wb_fail "$tag: umount failed"
+		$DMSETUP message wb 0 drop_caches || wb_fail "$tag: drop_caches failed"
+		$DMSETUP remove wb || wb_fail "$tag: remove failed"
+		# One read of the disk for both counts.
+		read_sectors /dev/vdd 0 655360 | tr -dc "$deleted$kept" >/tmp/xfs.bytes
+		wb_report "${tag}_backing_ab" "$(tr -dc "$deleted" </tmp/xfs.bytes | wc -c)"
+		wb_report "${tag}_backing_cd" "$(tr -dc "$kept" </tmp/xfs.bytes | wc -c)"
+	}
+	xfs_case xfs_fstrim defaults "$AB" "$CD"
+	xfs_case xfs_discard discard "$EF" "$FA"
+else
+	wb_report xfs skipped
+fi
 GUEST
 guest_passed
 echo "upstream: discard_max_bytes $(vm_result upstream_discard_max), blkdiscard $(vm_result upstream_blkdiscard)"
@@ -306,6 +397,13 @@ wbkit_expect nopassdown_discard_max 1073741824 || fail=1
 echo "kept_void: 0xAB,0xEF bytes of the discarded block $(vm_result kept_void_before), after the replay $(vm_result kept_void_replayed)"
 wbkit_expect kept_void_before 0,0 || fail=1
 wbkit_expect kept_void_replayed 0,0 || fail=1
+# The race: zeros in every discarded chunk, 0xAB in the others, through
+# the target, on the backing disk, after the replay.
+echo "race: dirty blocks before, after the first and the last discard, after drop_caches $(vm_result race_dirty);" \
+	"the 16 MiB against zeros and 0xAB: read $(vm_result race_read), backing $(vm_result race_backing), replayed $(vm_result race_replayed)"
+for k in race_read race_backing race_replayed; do
+	wbkit_expect $k same || fail=1
+done
 echo "passdown_error: blkdiscard $(vm_result passdown_error_discard), dirty $(vm_result passdown_error_dirty)," \
 	"error_counts $(vm_result passdown_error_counts), dead $(vm_result passdown_error_dead)"
 wbkit_expect passdown_error_discard failed || fail=1
@@ -317,9 +415,16 @@ case ",$(vm_result passdown_error_counts)," in
 *,backing_write,1,*failed_requests,1,*) ;;
 *) echo "passdown_error: error_counts do not name the failed discard"; fail=1 ;;
 esac
-for tag in ext4_fstrim ext4_discard; do
-	echo "$tag: dirty blocks dropped $(vm_result ${tag}_dirty_dropped), 0xAB bytes on the backing disk $(vm_result ${tag}_backing_ab)," \
-		"0xCD bytes (the file kept) $(vm_result ${tag}_backing_cd)"
+xfs_tags=xfs_fstrim\ xfs_discard
+if [ "$(vm_result xfs)" = skipped ]; then
+	# mkfs.xfs comes with xfsprogs (scripts/install-deps.sh).
+	echo "PARTIAL: XFS left out: no mkfs.xfs or xfs module in the guest"
+	[ "${WBKIT_REQUIRE_ALL_TESTS:-0}" != 1 ] || fail=1
+	xfs_tags=
+fi
+for tag in ext4_fstrim ext4_discard $xfs_tags; do
+	echo "$tag: dirty blocks dropped $(vm_result ${tag}_dirty_dropped), the deleted file's bytes on the backing disk $(vm_result ${tag}_backing_ab)," \
+		"the kept file's bytes $(vm_result ${tag}_backing_cd)"
 	# The deleted file's 2048 blocks at least (ext4 may trim more free space).
 	[ "$(vm_result ${tag}_dirty_dropped)" -ge 2048 ] || { echo "$tag: the deleted file's blocks stayed dirty"; fail=1; }
 	# Less than a block of 0xAB (file system metadata holds a few such
