@@ -44,6 +44,14 @@
 #              the fdatasync's p50 and p99 at each
 #   kmem       slab + vmalloc growth (/proc/meminfo) from before the cache is
 #              built to after one cache's worth of random writes, per GiB of cache
+#   trim       a deleted file's dirty data (issue 61): on a fresh
+#              WBKIT_BENCH_TRIM_CACHE MiB cache (big enough that no cache
+#              writes back on its own: dm-writecache starts at half full),
+#              ext4 with WBKIT_BENCH_TRIM_MB of files written and synced,
+#              then deleted; fstrim (its time), unmount, and the drain as in
+#              the drain row: its time and what reached the hard disk from
+#              the fstrim on (MiB, from the guest's disk statistics). A
+#              cache that refuses discard (upstream) drains it all
 # Prints, one per line, "ours/<peer> <row>: X" for peer dm-writecache, bcache,
 # dm-cache (their default configurations) and row randwrite, steady, fsync,
 # dbench (pair medians of dm-wbkit / peer: higher is better for dm-wbkit),
@@ -53,13 +61,14 @@
 # below 1.5 only.
 # Usage: bench/vm-peers.sh [BUILD_DIR]
 #   WBKIT_BENCH_ROUNDS (5), WBKIT_BENCH_ROWS ("randwrite steady fsync
-#   fsyncstates dbench untar readhit coldread drain kmem"), WBKIT_BENCH_PEERS (the caches: "wbkit
+#   fsyncstates dbench untar readhit coldread drain kmem trim"), WBKIT_BENCH_PEERS (the caches: "wbkit
 #   upstream writecache writecache-wm bcache bcache-seq0 dmcache"),
 #   WBKIT_BENCH_CACHE (128: MiB), WBKIT_BENCH_REGION (1G), WBKIT_BENCH_DIRTY
 #   (16256K), WBKIT_BENCH_STEADY_WRAPS (2), WBKIT_BENCH_TIME (60: s, the cap
 #   of every measured fio run), WBKIT_BENCH_FSYNC_TIME (20),
 #   WBKIT_BENCH_READ_TIME (20), WBKIT_BENCH_DBENCH_TIME (15),
 #   WBKIT_BENCH_UNTAR_DIRS ("fs kernel mm"), WBKIT_BENCH_DMCACHE_META (8: MiB),
+#   WBKIT_BENCH_TRIM_MB (1024), WBKIT_BENCH_TRIM_CACHE (3072: MiB),
 #   WBKIT_BENCH_DISK_SIZE (4G), WBKIT_HDD_PARAMS, WBKIT_BENCH_RESULTS
 #   (bench/results; "-" writes no file)
 # A validation run on small sizes:
@@ -73,7 +82,7 @@ source "$here/hdd/hdd.inc"
 build=$(realpath "${1:-$WBKIT_ROOT/build}")
 
 rounds=${WBKIT_BENCH_ROUNDS:-5}
-rows=${WBKIT_BENCH_ROWS:-randwrite steady fsync fsyncstates dbench untar readhit coldread drain kmem}
+rows=${WBKIT_BENCH_ROWS:-randwrite steady fsync fsyncstates dbench untar readhit coldread drain kmem trim}
 peers=${WBKIT_BENCH_PEERS:-wbkit upstream writecache writecache-wm bcache bcache-seq0 dmcache}
 cache_mb=${WBKIT_BENCH_CACHE:-128}
 region=${WBKIT_BENCH_REGION:-1G}
@@ -86,6 +95,11 @@ dbench_time=${WBKIT_BENCH_DBENCH_TIME:-15}
 untar_dirs=${WBKIT_BENCH_UNTAR_DIRS:-fs kernel mm}
 dmcache_meta_mb=${WBKIT_BENCH_DMCACHE_META:-8}
 disk_size=${WBKIT_BENCH_DISK_SIZE:-4G}
+trim_mb=${WBKIT_BENCH_TRIM_MB:-1024}
+trim_cache_mb=${WBKIT_BENCH_TRIM_CACHE:-3072}
+# ext4 of 2 GiB holds the files; the cache disk is 4 GiB.
+[ "$trim_mb" -le 1536 ] && [ "$trim_cache_mb" -le 4096 ] ||
+	{ echo "vm-peers: WBKIT_BENCH_TRIM_MB must be <= 1536 and WBKIT_BENCH_TRIM_CACHE <= 4096"; exit 2; }
 results=${WBKIT_BENCH_RESULTS:-$WBKIT_ROOT/bench/results}
 # bcache's bucket: the largest power of two that leaves 1024 buckets (the
 # kernel needs more than 512), at most make-bcache's default of 512 KiB.
@@ -115,6 +129,7 @@ VM_MEM=${WBKIT_BENCH_VM_MEM:-3072}
 {
 	echo "ROUNDS=$rounds ROWS='$rows' PEERS='$peers' CACHE_MB=$cache_mb REGION=$region DIRTY=$dirty"
 	echo "STEADY_WRAPS=$steady_wraps FIO_TIME=$fio_time FSYNC_TIME=$fsync_time READ_TIME=$read_time DBENCH_TIME=$dbench_time"
+	echo "TRIM_MB=$trim_mb TRIM_CACHE_MB=$trim_cache_mb"
 	echo "WB_WBKIT_TARGET=wbkit WB_BCACHE_BUCKET=${bcache_bucket_kb}k CACHE_BCACHE_BUCKET=${bcache_bucket_kb}k WB_DMCACHE_META_SECTORS=$((dmcache_meta_mb * 2048))"
 	cat <<'GUEST'
 . /lib/wbguest.sh
@@ -326,9 +341,17 @@ drain_row() {
 	wb_report "r$r.$t.drain_start_state" "$(cache_state "$t")"
 	b0=$(busy_ms)
 	now t0
-	case $t in
-	wbkit | upstream) $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches on $t failed" ;;
-	writecache*) $DMSETUP message wb 0 cleaner || wb_fail "cleaner on $t failed" ;;
+	drain "$t"
+	now t1
+	wb_report "r$r.$t.drain" $((t1 - t0))
+	wb_report "r$r.$t.drainbusy" $(($(busy_ms) - b0))
+	close_cache "$t" drain
+}
+# drain <kind>: every dirty block written back, each cache its own way.
+drain() {
+	case $1 in
+	wbkit | upstream) $DMSETUP message wb 0 drop_caches || wb_fail "drop_caches on $1 failed" ;;
+	writecache*) $DMSETUP message wb 0 cleaner || wb_fail "cleaner on $1 failed" ;;
 	bcache*)
 		s=/sys/block/${DEV#/dev/}/bcache
 		echo 0 >$s/writeback_percent
@@ -337,19 +360,50 @@ drain_row() {
 	dmcache)
 		table=$($DMSETUP table wb | sed 's/ writeback smq 0$/ writeback cleaner 0/')
 		$DMSETUP reload wb --table "$table" && $DMSETUP suspend wb && $DMSETUP resume wb ||
-			wb_fail "switching $t to the cleaner policy failed"
+			wb_fail "switching $1 to the cleaner policy failed"
 		;;
 	esac
 	polls=0
-	while ! is_clean "$t"; do
+	while ! is_clean "$1"; do
 		polls=$((polls + 1))
-		[ $polls -lt 360000 ] || wb_fail "$t still dirty after an hour of draining: $(cache_state "$t")"
+		[ $polls -lt 360000 ] || wb_fail "$1 still dirty after an hour of draining: $(cache_state "$1")"
 		usleep 10000
 	done
+}
+hdd_sectors_written() { awk '{ print $7 }' /sys/block/vda/stat; }
+trim_row() {
+	t=$1
+	open_cache "$t" "$TRIM_CACHE_MB"
+	case $t in
+	bcache*) echo 0 >/sys/block/${DEV#/dev/}/bcache/writeback_running ;;
+	esac
+	/usr/sbin/mke2fs -q -F -t ext4 -E lazy_itable_init=1,lazy_journal_init=1,nodiscard "$DEV" 2G ||
+		wb_fail "mke2fs on $DEV failed"
+	mount -t ext4 -o noinit_itable "$DEV" /mnt || wb_fail "mount of $DEV failed"
+	i=0
+	while [ $((i * 64)) -lt "$TRIM_MB" ]; do
+		$DD if=/dev/zero of=/mnt/f$i bs=1M count=64 2>/dev/null || wb_fail "writing the files on $t failed"
+		i=$((i + 1))
+	done
+	sync
+	wb_report "r$r.$t.trim_start_state" "$(cache_state "$t")"
+	rm -f /mnt/f*
+	sync
+	w0=$(hdd_sectors_written)
+	b0=$(busy_ms)
+	now t0
+	if ! busybox fstrim /mnt 2>/tmp/fstrim.err; then
+		wb_report "r$r.$t.trim_refused" "$(tr '\n' ' ' </tmp/fstrim.err)"
+	fi
 	now t1
-	wb_report "r$r.$t.drain" $((t1 - t0))
-	wb_report "r$r.$t.drainbusy" $(($(busy_ms) - b0))
-	close_cache "$t" drain
+	umount /mnt || wb_fail "umount failed"
+	drain "$t"
+	now t2
+	wb_report "r$r.$t.trim" $((t1 - t0))
+	wb_report "r$r.$t.trimdrain" $((t2 - t1))
+	wb_report "r$r.$t.trimmib" $((($(hdd_sectors_written) - w0) / 2048))
+	wb_report "r$r.$t.trimbusy" $(($(busy_ms) - b0))
+	close_cache "$t" trim
 }
 kernel_kb() { awk '/^Slab:|^VmallocUsed:/ { kb += $2 } END { print kb }' /proc/meminfo; }
 kmem_row() {
@@ -384,7 +438,7 @@ while [ $r -le "$ROUNDS" ]; do
 	for name in $ROWS; do
 		# Which rows the bare disks join: not where there is no cache to measure.
 		case $name in
-		drain | kmem) targets=$PEERS ;;
+		drain | kmem | trim) targets=$PEERS ;;
 		*) targets="$PEERS raw ssd" ;;
 		esac
 		for t in $(round_order "$targets" $r); do
@@ -419,11 +473,12 @@ report=$work/report.md
 	echo "Disk model: $disk_size, $hdd_params. $rounds rounds; rows: $rows."
 	echo "Every cache: a fresh $cache_mb MiB slice of the cache disk per row (bcache buckets ${bcache_bucket_kb} KiB;"
 	echo "dm-cache: $dmcache_meta_mb MiB of it metadata, 32 KiB blocks); random I/O over $region; fio runs capped at ${fio_time}s;"
-	echo "steady: 1 + $steady_wraps caches' worth over 4x the cache, QD16; drain: $dirty dirty; untar: $UNTAR_WHAT."
+	echo "steady: 1 + $steady_wraps caches' worth over 4x the cache, QD16; drain: $dirty dirty; untar: $UNTAR_WHAT;"
+	echo "trim: $trim_mb MiB of files deleted on a $trim_cache_mb MiB cache."
 	echo
 	vm_results | awk -v rounds="$rounds" -v rows="$rows" -v peers="$peers" -f "$here/medians.awk" -f <(cat <<'AWK'
 	# Text, not a number: the last round's, by key and target.
-	/^r[0-9]+\.[a-z0-9-]+\.(steadyworst|drain_start_state|fsyncfull_state)=/ {
+	/^r[0-9]+\.[a-z0-9-]+\.(steadyworst|drain_start_state|fsyncfull_state|trim_start_state|trim_refused)=/ {
 		split($0, kv, "="); split(kv[1], k, ".")
 		held[k[3], k[2]] = substr($0, index($0, "=") + 1)
 		next
@@ -514,6 +569,18 @@ report=$work/report.md
 				row("the hard disk busy meanwhile", "s", "drainbusy", 1000, "%.2f", 0)
 				line = "| dirty when the drain began (last round) | "
 				for (j = 1; j <= nt; j++) line = line " | " ((("drain_start_state", tl[j]) in held) ? held["drain_start_state", tl[j]] : "")
+				print line " |"
+			}
+			if (r == "trim") {
+				row("dirty files deleted: fstrim", "s", "trim", 100, "%.2f", 0)
+				row("then unmount and drain", "s", "trimdrain", 100, "%.2f", 0)
+				row("written to the hard disk from the fstrim on", "MiB", "trimmib", 1, "%.0f", 0)
+				row("the hard disk busy meanwhile", "s", "trimbusy", 1000, "%.2f", 0)
+				line = "| held before the delete (last round) | "
+				for (j = 1; j <= nt; j++) line = line " | " ((("trim_start_state", tl[j]) in held) ? held["trim_start_state", tl[j]] : "")
+				print line " |"
+				line = "| fstrim refused (last round) | "
+				for (j = 1; j <= nt; j++) line = line " | " ((("trim_refused", tl[j]) in held) ? held["trim_refused", tl[j]] : "")
 				print line " |"
 			}
 			if (r == "kmem") {
