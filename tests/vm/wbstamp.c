@@ -476,12 +476,52 @@ static int run_image(struct workload *w, const char *path)
 	return 0;
 }
 
+/*
+ * The 4 KiB blocks of the region (aligned) whose every byte is `byte`: how
+ * many blocks of a file of that byte a disk holds, where counting bytes
+ * would also count file system metadata that holds the byte by chance.
+ */
+static int run_blocks_of(struct workload *w, const char *path, unsigned byte)
+{
+	int fd = open_maybe_direct(path, O_RDONLY);
+	const size_t chunk = 256 * 1024;
+	unsigned char *buf = aligned_buffer(chunk);
+	unsigned char pattern[BLOCK];
+	uint64_t count = 0;
+
+	if (fd < 0) {
+		fprintf(stderr, "wbstamp: %s: %s\n", path, strerror(errno));
+		return 2;
+	}
+	fit_region(w, device_size(fd, path), path);
+	memset(pattern, (int)byte, sizeof(pattern));
+	for (uint64_t done = 0; done < w->region_size;) {
+		size_t want = w->region_size - done < chunk ? (size_t)(w->region_size - done) : chunk;
+		ssize_t got = pread(fd, buf, want, (off_t)(w->region_offset + done));
+
+		if (got != (ssize_t)want) {
+			fprintf(stderr, "wbstamp: %s: read at byte %" PRIu64 ": %s\n", path, w->region_offset + done,
+				got < 0 ? strerror(errno) : "short read");
+			return 2;
+		}
+		for (size_t i = 0; i < want; i += BLOCK)
+			count += !memcmp(buf + i, pattern, BLOCK);
+		done += want;
+	}
+	printf("blocks_of=%" PRIu64 "\n", count);
+	close(fd);
+	free(buf);
+	return 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: wbstamp write  DEV [options]\n"
 		"       wbstamp verify DEV --flushed F [options]\n"
 		"       wbstamp image  FILE --upto N [--image-size BYTES] [options]\n"
+		"       wbstamp blocks-of DEV --byte B [--offset BYTES] [--size BYTES]\n"
+		"                    the 4 KiB blocks whose every byte is B\n"
 		"workload (must be the same for write, verify and image; sizes take K, M, G):\n"
 		"  --seed S          (1)\n"
 		"  --ops N           writes 1..N make the workload (1000)\n"
@@ -534,7 +574,7 @@ static uint64_t parse_size(const char *opt, const char *arg)
 int main(int argc, char **argv)
 {
 	enum { O_SEED = 1, O_OPS, O_FIRST, O_OFFSET, O_SIZE, O_PARTIAL, O_DISCARD, O_FLUSH_EVERY,
-	       O_FINAL_FLUSH, O_REPORT_FLUSHES, O_FLUSHED, O_UPTO, O_IMAGE_SIZE, O_BASE_ANY, O_HELP };
+	       O_FINAL_FLUSH, O_REPORT_FLUSHES, O_FLUSHED, O_UPTO, O_IMAGE_SIZE, O_BASE_ANY, O_BYTE, O_HELP };
 	static const struct option options[] = {
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "ops", required_argument, NULL, O_OPS },
@@ -550,11 +590,13 @@ int main(int argc, char **argv)
 		{ "upto", required_argument, NULL, O_UPTO },
 		{ "image-size", required_argument, NULL, O_IMAGE_SIZE },
 		{ "base-any", no_argument, NULL, O_BASE_ANY },
+		{ "byte", required_argument, NULL, O_BYTE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct workload w = { .seed = 1, .first = 1, .last = 1000, .partial_pct = 25, .flush_every = 16 };
 	bool have_flushed = false, have_upto = false;
+	int byte = -1;
 	const char *mode, *path;
 	int c;
 
@@ -575,6 +617,12 @@ int main(int argc, char **argv)
 		case O_UPTO: w.upto = parse_u64("--upto", optarg); have_upto = true; break;
 		case O_IMAGE_SIZE: w.image_size = parse_size("--image-size", optarg); break;
 		case O_BASE_ANY: w.base_any = true; break;
+		case O_BYTE: {
+			uint64_t b = parse_u64("--byte", optarg);
+
+			byte = b > 255 ? 256 : (int)b;
+			break;
+		}
 		case O_HELP: usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -604,6 +652,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		return run_image(&w, path);
+	}
+	if (!strcmp(mode, "blocks-of")) {
+		if (byte < 0 || byte > 255) {
+			fprintf(stderr, "wbstamp: blocks-of needs --byte 0..255\n");
+			return 2;
+		}
+		return run_blocks_of(&w, path, (unsigned)byte);
 	}
 	usage(stderr);
 	return 2;

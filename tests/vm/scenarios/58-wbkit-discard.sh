@@ -70,6 +70,10 @@ digest() {
 sectors_written() {
 	awk '{ print $7 }' "/sys/block/$1/stat"
 }
+# whole_blocks <dev> <byte>: the 4 KiB blocks of <dev> made of <byte> only.
+whole_blocks() {
+	$WBSTAMP blocks-of "$1" --byte "$2" | sed -n 's/^blocks_of=//p'
+}
 dm_queue() {
 	cat "/sys/block/dm-$($DMSETUP info -c --noheadings -o minor "$1" | tr -d ' ')/queue/$2"
 }
@@ -307,6 +311,7 @@ ext4_case() {
 	$DMSETUP remove wb || wb_fail "$tag: remove failed"
 	wb_report "${tag}_backing_ab" "$(count_byte /dev/vda 0 65536 "$AB")"
 	wb_report "${tag}_backing_cd" "$(count_byte /dev/vda 0 65536 "$CD")"
+	wb_report "${tag}_backing_blocks" "$(whole_blocks /dev/vda 0xab),$(whole_blocks /dev/vda 0xcd)"
 }
 ext4_case ext4_fstrim defaults
 ext4_case ext4_discard discard
@@ -317,7 +322,7 @@ ext4_case ext4_discard discard
 # mkfs does not clear the data the first case left.
 if [ -x /usr/sbin/mkfs.xfs ] && modprobe xfs 2>/dev/null; then
 	xfs_case() {
-		tag=$1 opts=$2 deleted=$3 kept=$4
+		tag=$1 opts=$2 deleted=$3 kept=$4 deleted_hex=$5 kept_hex=$6
 		wb_zero_cache /dev/vdb
 		/usr/sbin/mkfs.xfs -q -f -K /dev/vdd || wb_fail "$tag: mkfs.xfs failed"
 		wb_dm_create wb "0 $(wb_sectors /dev/vdd) writeboost /dev/vdd /dev/vdb"
@@ -345,9 +350,10 @@ if [ -x /usr/sbin/mkfs.xfs ] && modprobe xfs 2>/dev/null; then
 		read_sectors /dev/vdd 0 655360 | tr -dc "$deleted$kept" >/tmp/xfs.bytes
 		wb_report "${tag}_backing_ab" "$(tr -dc "$deleted" </tmp/xfs.bytes | wc -c)"
 		wb_report "${tag}_backing_cd" "$(tr -dc "$kept" </tmp/xfs.bytes | wc -c)"
+		wb_report "${tag}_backing_blocks" "$(whole_blocks /dev/vdd "$deleted_hex"),$(whole_blocks /dev/vdd "$kept_hex")"
 	}
-	xfs_case xfs_fstrim defaults "$AB" "$CD"
-	xfs_case xfs_discard discard "$EF" "$FA"
+	xfs_case xfs_fstrim defaults "$AB" "$CD" 0xab 0xcd
+	xfs_case xfs_discard discard "$EF" "$FA" 0xef 0x5a
 else
 	wb_report xfs skipped
 fi
@@ -424,7 +430,9 @@ if [ "$(vm_result xfs)" = skipped ]; then
 fi
 for tag in ext4_fstrim ext4_discard $xfs_tags; do
 	echo "$tag: dirty blocks dropped $(vm_result ${tag}_dirty_dropped), the deleted file's bytes on the backing disk $(vm_result ${tag}_backing_ab)," \
-		"the kept file's bytes $(vm_result ${tag}_backing_cd)"
+		"the kept file's bytes $(vm_result ${tag}_backing_cd); 4 KiB blocks of the deleted and the kept file's byte there $(vm_result ${tag}_backing_blocks)"
+	# Not one block of the deleted file; all 256 of the file kept.
+	wbkit_expect "${tag}_backing_blocks" 0,256 || fail=1
 	# The deleted file's 2048 blocks at least (ext4 may trim more free space).
 	[ "$(vm_result ${tag}_dirty_dropped)" -ge 2048 ] || { echo "$tag: the deleted file's blocks stayed dirty"; fail=1; }
 	# Less than a block of 0xAB (file system metadata holds a few such
