@@ -415,8 +415,7 @@ static int wb_read_slot(struct wb_device *wb, u32 slot, void *buf,
  * named a segment beyond the log (new segments would count as written
  * back by it), then the older sectors left to newer partial entries.
  */
-static int wb_replay_log(struct wb_device *wb, struct xarray *kept,
-			 char **error)
+static int wb_replay(struct wb_device *wb, struct xarray *kept, char **error)
 {
 	struct wb_replay_walk walk;
 	struct wb_replay_plan plan;
@@ -614,13 +613,14 @@ io_error:
 	return err;
 }
 
-static int wb_replay(struct wb_device *wb, char **error)
+/* wb_replay with its `kept` xarray, which lives for the replay only. */
+static int wb_replay_log(struct wb_device *wb, char **error)
 {
 	struct xarray kept;
 	int err;
 
 	xa_init(&kept);
-	err = wb_replay_log(wb, &kept, error);
+	err = wb_replay(wb, &kept, error);
 	xa_destroy(&kept);
 	return err;
 }
@@ -661,7 +661,7 @@ int wb_format_or_replay(struct wb_device *wb, char **error)
 		wb->last_writeback_id = 0;
 		return 0;
 	}
-	err = wb_replay(wb, error);
+	err = wb_replay_log(wb, error);
 	if (err)
 		return err;
 	/*
