@@ -262,7 +262,7 @@ test-crash-quick: deps all kmod
 # each guest disk behind its own nbdkit cache filter, which keeps a disk's
 # writes until the guest flushes that disk, all three processes killed at a
 # random moment, every acknowledged write checked after the kernel's replay
-# and after wbreplay's. make test runs the quick one (dm-wbkit, 6 cuts
+# and after wbreplay's, discards among the writes (5 %). make test runs the quick one (dm-wbkit, 6 cuts
 # taking turns between the workload, wbctl detach and wbreplay --mark-clean;
 # about 2 minutes); test-powercut the full one (upstream first, then
 # dm-wbkit: 12 cuts of the workload, 6 of detach, 6 of mark-clean each;
