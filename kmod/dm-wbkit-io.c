@@ -663,6 +663,12 @@ retry:
 			spin_unlock(&wb->lock);
 			goto unlock;
 		}
+		/*
+		 * wb_get_cur drops the lock while it waits for a slot or a
+		 * buffer: a write may have replaced the copy meanwhile.
+		 */
+		if (wb_ht_lookup(wb, block) != old)
+			goto retry;
 		if (wb->cur->length == WB_BLOCKS_PER_SEGMENT) {
 			wb_seal(wb);
 			goto retry;
