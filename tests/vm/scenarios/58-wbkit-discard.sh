@@ -279,24 +279,22 @@ $DMSETUP remove faulty || wb_fail "remove of faulty failed"
 # it on the backing disk.
 modprobe ext4 || wb_fail "modprobe ext4 failed"
 mkdir -p /mnt
-ext4_case() {
+# delete_and_trim <tag> <mount options> <deleted byte> <kept byte>: on the
+# file system mounted at /mnt over wb, an 8 MiB file of <deleted byte> and
+# 1 MiB of <kept byte> written and synced, the first deleted, then fstrim
+# (or, with -o discard, a wait for the file system's own discards); the
+# dirty blocks dropped reported, then umount, drop_caches and remove.
+delete_and_trim() {
 	tag=$1 opts=$2
-	wb_zero_cache /dev/vdb
-	$DD if=/dev/zero of=/dev/vda bs=1M count=32 oflag=direct 2>/dev/null || wb_fail "zeroing vda failed"
-	wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
-	# 4 KiB blocks, as on any disk of a real size (mke2fs picks 1 KiB
-	# for 32 MiB): only whole 4 KiB blocks are discarded.
-	/sbin/mkfs.ext4 -q -F -b 4096 -E nodiscard /dev/mapper/wb || wb_fail "$tag: mkfs.ext4 failed"
-	mount -t ext4 -o "$opts" /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
-	head -c 8388608 /dev/zero | tr '\0' "$AB" >/mnt/deleted || wb_fail "$tag: writing the file failed"
-	head -c 1048576 /dev/zero | tr '\0' "$CD" >/mnt/kept || wb_fail "$tag: writing the file failed"
+	head -c 8388608 /dev/zero | tr '\0' "$3" >/mnt/deleted || wb_fail "$tag: writing the file failed"
+	head -c 1048576 /dev/zero | tr '\0' "$4" >/mnt/kept || wb_fail "$tag: writing the file failed"
 	/usr/bin/sync -f /mnt || wb_fail "$tag: sync failed"
 	dirty_before=$(wb_status_field 7)
 	rm /mnt/deleted
 	/usr/bin/sync -f /mnt
 	case $opts in
 	*discard*)
-		# ext4 sends the discards after the journal commit, in the
+		# The discards come after the journal commit, in the
 		# background: up to 30 s for the file's 2048 blocks to go.
 		for _ in $(seq 60); do
 			[ $((dirty_before - $(wb_status_field 7))) -lt 2048 ] || break
@@ -309,6 +307,17 @@ ext4_case() {
 	umount /mnt || wb_fail "$tag: umount failed"
 	$DMSETUP message wb 0 drop_caches || wb_fail "$tag: drop_caches failed"
 	$DMSETUP remove wb || wb_fail "$tag: remove failed"
+}
+ext4_case() {
+	tag=$1 opts=$2
+	wb_zero_cache /dev/vdb
+	$DD if=/dev/zero of=/dev/vda bs=1M count=32 oflag=direct 2>/dev/null || wb_fail "zeroing vda failed"
+	wb_dm_create wb "0 $(wb_sectors /dev/vda) writeboost /dev/vda /dev/vdb"
+	# 4 KiB blocks, as on any disk of a real size (mke2fs picks 1 KiB
+	# for 32 MiB): only whole 4 KiB blocks are discarded.
+	/sbin/mkfs.ext4 -q -F -b 4096 -E nodiscard /dev/mapper/wb || wb_fail "$tag: mkfs.ext4 failed"
+	mount -t ext4 -o "$opts" /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
+	delete_and_trim "$tag" "$opts" "$AB" "$CD"
 	wb_report "${tag}_backing_ab" "$(count_byte /dev/vda 0 65536 "$AB")"
 	wb_report "${tag}_backing_cd" "$(count_byte /dev/vda 0 65536 "$CD")"
 	wb_report "${tag}_backing_blocks" "$(whole_blocks /dev/vda 0xab),$(whole_blocks /dev/vda 0xcd)"
@@ -327,25 +336,7 @@ if [ -x /usr/sbin/mkfs.xfs ] && modprobe xfs 2>/dev/null; then
 		/usr/sbin/mkfs.xfs -q -f -K /dev/vdd || wb_fail "$tag: mkfs.xfs failed"
 		wb_dm_create wb "0 $(wb_sectors /dev/vdd) writeboost /dev/vdd /dev/vdb"
 		mount -t xfs -o "$opts" /dev/mapper/wb /mnt || wb_fail "$tag: mount failed"
-		head -c 8388608 /dev/zero | tr '\0' "$deleted" >/mnt/deleted || wb_fail "$tag: writing the file failed"
-		head -c 1048576 /dev/zero | tr '\0' "$kept" >/mnt/kept || wb_fail "$tag: writing the file failed"
-		/usr/bin/sync -f /mnt || wb_fail "$tag: sync failed"
-		dirty_before=$(wb_status_field 7)
-		rm /mnt/deleted
-		/usr/bin/sync -f /mnt
-		case $opts in
-		*discard*)
-			for _ in $(seq 60); do
-				[ $((dirty_before - $(wb_status_field 7))) -lt 2048 ] || break
-				sleep 0.5
-			done
-			;;
-		*) busybox fstrim /mnt || wb_fail "$tag: fstrim failed" ;;
-		esac
-		wb_report "${tag}_dirty_dropped" $((dirty_before - $(wb_status_field 7)))
-		umount /mnt || wb_fail "$tag: umount failed"
-		$DMSETUP message wb 0 drop_caches || wb_fail "$tag: drop_caches failed"
-		$DMSETUP remove wb || wb_fail "$tag: remove failed"
+		delete_and_trim "$tag" "$opts" "$deleted" "$kept"
 		# One read of the disk for both counts.
 		read_sectors /dev/vdd 0 655360 | tr -dc "$deleted$kept" >/tmp/xfs.bytes
 		wb_report "${tag}_backing_ab" "$(tr -dc "$deleted" </tmp/xfs.bytes | wc -c)"
