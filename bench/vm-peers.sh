@@ -274,8 +274,9 @@ fsyncstates_row() {
 	fsync_run "$1" fsyncfull
 	close_cache "$1" fsyncfull
 }
+# fs_mount <kind> [MiB]: a fresh cache (open_cache) with ext4 at /mnt.
 fs_mount() {
-	open_cache "$1"
+	open_cache "$@"
 	/usr/sbin/mke2fs -q -F -t ext4 -E lazy_itable_init=1,lazy_journal_init=1,nodiscard "$DEV" 2G ||
 		wb_fail "mke2fs on $DEV failed"
 	# noinit_itable: no ext4lazyinit thread writing inode tables during the row (vm-hdd.sh).
@@ -373,13 +374,10 @@ drain() {
 hdd_sectors_written() { awk '{ print $7 }' /sys/block/vda/stat; }
 trim_row() {
 	t=$1
-	open_cache "$t" "$TRIM_CACHE_MB"
+	fs_mount "$t" "$TRIM_CACHE_MB"
 	case $t in
 	bcache*) echo 0 >/sys/block/${DEV#/dev/}/bcache/writeback_running ;;
 	esac
-	/usr/sbin/mke2fs -q -F -t ext4 -E lazy_itable_init=1,lazy_journal_init=1,nodiscard "$DEV" 2G ||
-		wb_fail "mke2fs on $DEV failed"
-	mount -t ext4 -o noinit_itable "$DEV" /mnt || wb_fail "mount of $DEV failed"
 	i=0
 	while [ $((i * 64)) -lt "$TRIM_MB" ]; do
 		$DD if=/dev/zero of=/mnt/f$i bs=1M count=64 2>/dev/null || wb_fail "writing the files on $t failed"
